@@ -1,0 +1,115 @@
+//! Errors, one enum per boundary.
+
+use std::path::PathBuf;
+
+/// Anything that can go wrong while reading an archive or executing a program.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The bytes end before a field that must be there.
+    #[error("truncated archive: needed {needed} bytes at offset {offset}, have {have}")]
+    Truncated {
+        /// Where the field starts.
+        offset: u64,
+        /// How many bytes it needs.
+        needed: u64,
+        /// How many bytes are left.
+        have: u64,
+    },
+    /// The file does not start with the `.brv` magic.
+    #[error("not a Brevis archive (bad magic)")]
+    BadMagic,
+    /// Written by a newer Brevis.
+    #[error("unsupported archive format version {0}")]
+    UnsupportedVersion(u16),
+    /// A value is out of range or inconsistent.
+    #[error("corrupt archive: {0}")]
+    Corrupt(String),
+    /// A named limit would be exceeded.
+    #[error("limit exceeded: {what} is {value}, the limit is {limit}")]
+    Limit {
+        /// Which limit.
+        what: &'static str,
+        /// The value found.
+        value: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A checksum of a region does not match.
+    #[error("checksum mismatch in {what}")]
+    Checksum {
+        /// What was being checked.
+        what: String,
+    },
+    /// The decoded file's SHA-256 is not the one recorded.
+    #[error("SHA-256 mismatch: archive records {expected}, decoded bytes hash to {actual}")]
+    ShaMismatch {
+        /// Recorded hash (hex).
+        expected: String,
+        /// Hash of the decoded bytes (hex).
+        actual: String,
+    },
+    /// Reading or writing failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file involved.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A prior file could not be parsed.
+    #[error("invalid prior: {0}")]
+    Prior(String),
+}
+
+/// Anything that can go wrong while compressing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// The input claims to be safetensors but its header is malformed.
+    #[error("{path}: malformed safetensors: {reason}")]
+    Safetensors {
+        /// The file (or `<memory>`).
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Reading or writing failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file involved.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The destination exists and overwriting was not asked for.
+    #[error("{0} already exists (use --force to overwrite)")]
+    Exists(PathBuf),
+    /// Internal self-check failed: the written archive does not decode to the input.
+    #[error("self-check failed: {0}")]
+    SelfCheck(String),
+    /// A value is too large for the format.
+    #[error("input too large: {0}")]
+    TooLarge(String),
+}
+
+impl DecodeError {
+    pub(crate) fn corrupt(msg: impl Into<String>) -> Self {
+        DecodeError::Corrupt(msg.into())
+    }
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        DecodeError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+impl EncodeError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        EncodeError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! Brevis core: lossless compression of model checkpoints by program synthesis.
+//!
+//! Every tensor of a checkpoint is a stream of fixed-width words. Brevis
+//! writes, for each tensor, a short program in a typed language of reversible
+//! operators (float field splits, byte planes, constants, repeats, references
+//! to earlier tensors, deltas, ...) whose leaves are literal streams coded with
+//! the smallest of several entropy coders. Executing the program rebuilds the
+//! tensor's bytes exactly; the decoder is only an interpreter. The programs and
+//! the file's own header live in a `.brv` archive (see `docs/FORMAT.md`).
+//!
+//! ```
+//! let data = b"any bytes at all, a safetensors file or not".to_vec();
+//! let archive = brevis_core::compress(&data, &brevis_core::CompressOptions::default()).unwrap();
+//! let back = brevis_core::decompress(&archive).unwrap();
+//! assert_eq!(back, data);
+//! ```
+//!
+//! Features: `search` (default) builds the synthesis search and the prior;
+//! `parallel` (default) uses rayon to work on regions on every core.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod container;
+pub mod dsl;
+pub mod dtype;
+pub mod entropy;
+pub mod error;
+pub mod progress;
+#[cfg(feature = "search")]
+pub mod search;
+
+pub use container::{
+    ArchiveInfo, CompressOptions, CompressReport, DecompressOptions, DecompressReport, compress,
+    compress_file, decompress, decompress_file, decompress_to, read_info,
+};
+pub use dtype::Dtype;
+pub use error::{DecodeError, EncodeError};
+pub use progress::{NoProgress, ProgressSink};
+#[cfg(feature = "search")]
+pub use search::{LearnOptions, Prior};
+
+/// Version of the `.brv` format this crate writes (and the newest it reads).
+pub const FORMAT_VERSION: u16 = 1;

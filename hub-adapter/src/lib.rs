@@ -1,0 +1,1 @@
+//! Hugging Face Hub adapter for Brevis.
