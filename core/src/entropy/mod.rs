@@ -1,1 +1,519 @@
-//! Literal wire codecs.
+//! Literal wire codecs: how a `Lit` leaf's words are written.
+//!
+//! Every codec is lossless over words of the leaf's width; the encoder picks
+//! the smallest by exact size. Entropy coders (Huffman, rANS) take alphabets
+//! of at most 256 symbols: wider streams are split by `Merge` first, or
+//! written raw, bit-packed or with the generic codec (zstd).
+
+mod huffman;
+mod rans;
+mod table;
+
+use crate::error::DecodeError;
+use rans::Context;
+
+/// A literal's wire codec. Wire ids are stable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Codec {
+    /// Each word in `ceil(width / 8)` little-endian bytes.
+    Raw,
+    /// Each word in `k` bits (LSB first), `k` = bits of the largest word.
+    BitPack,
+    /// Canonical Huffman, order 0.
+    Huffman,
+    /// rANS, order 0.
+    Rans0,
+    /// rANS, order 1: the table is chosen by the previous word.
+    Rans1,
+    /// rANS conditioned on an earlier sibling of the enclosing `Merge`:
+    /// the table is chosen by the sibling's word at the same index.
+    RansCond {
+        /// Index of the sibling (must be smaller than this child's index).
+        sibling: u8,
+    },
+    /// zstd frame of the raw little-endian bytes (for generic data).
+    Zstd,
+}
+
+impl Codec {
+    /// Stable wire id.
+    pub fn wire_id(self) -> u8 {
+        match self {
+            Codec::Raw => 0,
+            Codec::BitPack => 1,
+            Codec::Huffman => 2,
+            Codec::Rans0 => 3,
+            Codec::Rans1 => 4,
+            Codec::RansCond { .. } => 5,
+            Codec::Zstd => 6,
+        }
+    }
+
+    /// Short name used in program text.
+    pub fn name(self) -> String {
+        match self {
+            Codec::Raw => "raw".into(),
+            Codec::BitPack => "bits".into(),
+            Codec::Huffman => "huff".into(),
+            Codec::Rans0 => "rans0".into(),
+            Codec::Rans1 => "rans1".into(),
+            Codec::RansCond { sibling } => format!("rans|{sibling}"),
+            Codec::Zstd => "zstd".into(),
+        }
+    }
+}
+
+/// Little-endian cursor over untrusted bytes; every read is bounds-checked.
+pub struct ByteReader<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> ByteReader<'a> {
+    /// Start reading at the beginning of `data`.
+    pub fn new(data: &'a [u8]) -> Self {
+        ByteReader { data, pos: 0 }
+    }
+    /// Bytes left.
+    pub fn remaining(&self) -> usize {
+        self.data.len() - self.pos
+    }
+    /// Current offset.
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+    /// The next `n` bytes.
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if n > self.remaining() {
+            return Err(DecodeError::Truncated {
+                offset: self.pos as u64,
+                needed: n as u64,
+                have: self.remaining() as u64,
+            });
+        }
+        let s = &self.data[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    /// One byte.
+    pub fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.bytes(1)?[0])
+    }
+    /// Little-endian u16.
+    pub fn u16(&mut self) -> Result<u16, DecodeError> {
+        let b = self.bytes(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    /// Little-endian u32.
+    pub fn u32(&mut self) -> Result<u32, DecodeError> {
+        let b = self.bytes(4)?;
+        Ok(u32::from_le_bytes(b.try_into().expect("4 bytes")))
+    }
+    /// Little-endian u64.
+    pub fn u64(&mut self) -> Result<u64, DecodeError> {
+        let b = self.bytes(8)?;
+        Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    }
+    /// LEB128 unsigned varint (at most 10 bytes, canonical).
+    pub fn varint(&mut self) -> Result<u64, DecodeError> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let b = self.u8()?;
+            if i == 9 && b > 1 {
+                return Err(DecodeError::corrupt("varint overflows 64 bits"));
+            }
+            v |= ((b & 0x7F) as u64) << (7 * i);
+            if b & 0x80 == 0 {
+                if i > 0 && b == 0 {
+                    return Err(DecodeError::corrupt("varint not canonical"));
+                }
+                return Ok(v);
+            }
+        }
+        Err(DecodeError::corrupt("varint too long"))
+    }
+}
+
+/// Append a LEB128 varint.
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Bytes [`put_varint`] writes for `v`.
+pub fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// Empirical order-0 entropy in bits of a histogram (count x -log2 p).
+pub fn entropy_bits(counts: &[u32]) -> f64 {
+    let total: f64 = counts.iter().map(|&c| c as f64).sum();
+    if total == 0.0 {
+        return 0.0;
+    }
+    let mut bits = 0.0;
+    for &c in counts {
+        if c > 0 {
+            let c = c as f64;
+            bits -= c * (c / total).log2();
+        }
+    }
+    bits
+}
+
+/// Bits needed to write `max`.
+fn bits_for(max: u64) -> u32 {
+    64 - max.leading_zeros()
+}
+
+fn bytes_per_word(width: u8) -> usize {
+    (width as usize).div_ceil(8)
+}
+
+/// How hard the literal encoder tries.
+#[derive(Debug, Clone, Copy)]
+pub struct LitOptions {
+    /// zstd level for the generic codec; `None` skips it.
+    pub zstd_level: Option<i32>,
+    /// Try order-1 and conditional rANS.
+    pub context: bool,
+}
+
+impl Default for LitOptions {
+    fn default() -> Self {
+        LitOptions {
+            zstd_level: None,
+            context: true,
+        }
+    }
+}
+
+/// A sibling stream a conditional coder may use.
+pub struct Sibling<'a> {
+    /// Index among the enclosing Merge's children.
+    pub index: u8,
+    /// Its words.
+    pub words: &'a [u64],
+    /// Its width.
+    pub width: u8,
+}
+
+/// Encode `words` of `width` bits with the smallest codec.
+pub fn encode_best(
+    words: &[u64],
+    width: u8,
+    siblings: &[Sibling<'_>],
+    opts: &LitOptions,
+) -> (Codec, Vec<u8>) {
+    let n = words.len();
+    let max = words.iter().copied().max().unwrap_or(0);
+    let k = bits_for(max);
+    let raw_size = n * bytes_per_word(width);
+    let pack_size = 1 + (n * k as usize).div_ceil(8);
+    let mut best: (Codec, usize, Option<Vec<u8>>) = if pack_size < raw_size {
+        (Codec::BitPack, pack_size, None)
+    } else {
+        (Codec::Raw, raw_size, None)
+    };
+    let mut consider = |c: Codec, p: Vec<u8>, best: &mut (Codec, usize, Option<Vec<u8>>)| {
+        if p.len() < best.1 {
+            *best = (c, p.len(), Some(p));
+        }
+    };
+    if max < 256 && n >= 16 {
+        consider(Codec::Huffman, huffman::encode(words), &mut best);
+        consider(Codec::Rans0, rans::encode(words, Context::None, 0), &mut best);
+        if opts.context && n >= 2048 {
+            let min_ctx = (n / 512).max(512);
+            let est0 = best.1 as f64;
+            if rans::estimate(words, Context::Previous, min_ctx) < est0 * 0.995 {
+                consider(
+                    Codec::Rans1,
+                    rans::encode(words, Context::Previous, min_ctx),
+                    &mut best,
+                );
+            }
+            for s in siblings {
+                if s.width > 8 || s.words.len() != n {
+                    continue;
+                }
+                let ctx = Context::Sibling(s.words);
+                if rans::estimate(words, ctx, min_ctx) < best.1 as f64 * 0.995 {
+                    consider(
+                        Codec::RansCond { sibling: s.index },
+                        rans::encode(words, ctx, min_ctx),
+                        &mut best,
+                    );
+                }
+            }
+        }
+    }
+    if let Some(level) = opts.zstd_level
+        && n >= 64
+    {
+        let raw = raw_bytes(words, width);
+        if let Ok(z) = zstd::bulk::compress(&raw, level) {
+            consider(Codec::Zstd, z, &mut best);
+        }
+    }
+    let (codec, _, payload) = best;
+    let payload = payload.unwrap_or_else(|| match codec {
+        Codec::BitPack => bitpack(words, k),
+        _ => raw_bytes(words, width),
+    });
+    (codec, payload)
+}
+
+/// Encode with one given codec (used by tests and by the search to price a choice).
+pub fn encode_with(codec: Codec, words: &[u64], width: u8, sibling: Option<&[u64]>) -> Vec<u8> {
+    match codec {
+        Codec::Raw => raw_bytes(words, width),
+        Codec::BitPack => bitpack(words, bits_for(words.iter().copied().max().unwrap_or(0))),
+        Codec::Huffman => huffman::encode(words),
+        Codec::Rans0 => rans::encode(words, Context::None, 0),
+        Codec::Rans1 => rans::encode(words, Context::Previous, (words.len() / 512).max(512)),
+        Codec::RansCond { .. } => rans::encode(
+            words,
+            Context::Sibling(sibling.expect("conditional coder needs its sibling")),
+            (words.len() / 512).max(512),
+        ),
+        Codec::Zstd => zstd::bulk::compress(&raw_bytes(words, width), 19).unwrap_or_default(),
+    }
+}
+
+/// Whether a codec can code these words (entropy coders need words < 256).
+pub fn codec_accepts(codec: Codec, width: u8) -> bool {
+    match codec {
+        Codec::Huffman | Codec::Rans0 | Codec::Rans1 | Codec::RansCond { .. } => width <= 8,
+        _ => true,
+    }
+}
+
+fn raw_bytes(words: &[u64], width: u8) -> Vec<u8> {
+    let bpw = bytes_per_word(width);
+    let mut out = Vec::with_capacity(words.len() * bpw);
+    for &w in words {
+        out.extend_from_slice(&w.to_le_bytes()[..bpw]);
+    }
+    out
+}
+
+fn bitpack(words: &[u64], k: u32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + (words.len() * k as usize).div_ceil(8));
+    out.push(k as u8);
+    let mut acc: u128 = 0;
+    let mut nacc = 0u32;
+    for &w in words {
+        acc |= (w as u128) << nacc;
+        nacc += k;
+        while nacc >= 8 {
+            out.push(acc as u8);
+            acc >>= 8;
+            nacc -= 8;
+        }
+    }
+    if nacc > 0 {
+        out.push(acc as u8);
+    }
+    out
+}
+
+/// Decode `n` words of `width` bits written with `codec`, appending to `out`.
+/// `sibling` is the conditioning stream for [`Codec::RansCond`].
+pub fn decode(
+    codec: Codec,
+    payload: &[u8],
+    width: u8,
+    n: usize,
+    sibling: Option<&[u64]>,
+    out: &mut Vec<u64>,
+) -> Result<(), DecodeError> {
+    let start = out.len();
+    match codec {
+        Codec::Raw => {
+            let bpw = bytes_per_word(width);
+            if payload.len() != n * bpw {
+                return Err(DecodeError::corrupt("raw literal: wrong length"));
+            }
+            out.reserve(n);
+            for c in payload.chunks_exact(bpw) {
+                let mut b = [0u8; 8];
+                b[..bpw].copy_from_slice(c);
+                out.push(u64::from_le_bytes(b));
+            }
+        }
+        Codec::BitPack => {
+            let k = *payload
+                .first()
+                .ok_or_else(|| DecodeError::corrupt("bitpack: empty"))? as u32;
+            if k > width as u32 {
+                return Err(DecodeError::corrupt("bitpack: width too large"));
+            }
+            let data = &payload[1..];
+            if data.len() != (n * k as usize).div_ceil(8) {
+                return Err(DecodeError::corrupt("bitpack: wrong length"));
+            }
+            out.reserve(n);
+            let mask: u128 = if k == 0 { 0 } else { (1u128 << k) - 1 };
+            let mut acc: u128 = 0;
+            let mut nacc = 0u32;
+            let mut pos = 0;
+            for _ in 0..n {
+                while nacc < k {
+                    acc |= (data[pos] as u128) << nacc;
+                    pos += 1;
+                    nacc += 8;
+                }
+                out.push((acc & mask) as u64);
+                acc >>= k;
+                nacc -= k;
+            }
+        }
+        Codec::Huffman => huffman::decode(payload, n, out)?,
+        Codec::Rans0 => rans::decode(payload, n, false, None, out)?,
+        Codec::Rans1 => rans::decode(payload, n, true, None, out)?,
+        Codec::RansCond { .. } => {
+            let s = sibling.ok_or_else(|| DecodeError::corrupt("conditional coder without sibling"))?;
+            rans::decode(payload, n, false, Some(s), out)?
+        }
+        Codec::Zstd => {
+            let bpw = bytes_per_word(width);
+            let want = n * bpw;
+            let raw = zstd::bulk::decompress(payload, want)
+                .map_err(|e| DecodeError::corrupt(format!("zstd literal: {e}")))?;
+            if raw.len() != want {
+                return Err(DecodeError::corrupt("zstd literal: wrong length"));
+            }
+            out.reserve(n);
+            for c in raw.chunks_exact(bpw) {
+                let mut b = [0u8; 8];
+                b[..bpw].copy_from_slice(c);
+                out.push(u64::from_le_bytes(b));
+            }
+        }
+    }
+    // Words must fit the width.
+    if width < 64 {
+        let lim = 1u64 << width;
+        if out[start..].iter().any(|&w| w >= lim) {
+            return Err(DecodeError::corrupt("literal word wider than its type"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn all_codecs() -> Vec<Codec> {
+        vec![
+            Codec::Raw,
+            Codec::BitPack,
+            Codec::Huffman,
+            Codec::Rans0,
+            Codec::Rans1,
+            Codec::RansCond { sibling: 0 },
+            Codec::Zstd,
+        ]
+    }
+
+    fn skewed(seed: u64, n: usize, alphabet: u64) -> Vec<u64> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let a = x % alphabet;
+                let b = (x >> 20) % alphabet;
+                a.min(b)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_codec_round_trips_skewed_bytes() {
+        for n in [0usize, 1, 3, 4, 5, 100, 5000, 70_000] {
+            let words = skewed(n as u64 + 7, n, 200);
+            let sib = skewed(n as u64 + 99, n, 16);
+            for c in all_codecs() {
+                let p = encode_with(c, &words, 8, Some(&sib));
+                let mut out = Vec::new();
+                decode(c, &p, 8, n, Some(&sib), &mut out).unwrap_or_else(|e| panic!("{c:?} n={n}: {e}"));
+                assert_eq!(out, words, "{c:?} n={n}");
+            }
+        }
+    }
+
+    #[test]
+    fn best_is_smaller_than_raw_on_skewed_data() {
+        let words = skewed(3, 100_000, 40);
+        let (c, p) = encode_best(&words, 8, &[], &LitOptions::default());
+        assert!(p.len() < 100_000 * 6 / 8, "{c:?} {}", p.len());
+        let mut out = Vec::new();
+        decode(c, &p, 8, words.len(), None, &mut out).unwrap();
+        assert_eq!(out, words);
+    }
+
+    #[test]
+    fn order1_wins_on_markov_data() {
+        // Each word depends on the previous one: order-1 must win clearly.
+        let mut words = Vec::new();
+        let noise = skewed(5, 200_000, 4);
+        let mut prev = 0u64;
+        for z in noise {
+            prev = (prev * 7 + 3 + z) % 64;
+            words.push(prev);
+        }
+        let (c, p) = encode_best(&words, 8, &[], &LitOptions::default());
+        assert_eq!(c, Codec::Rans1);
+        let mut out = Vec::new();
+        decode(c, &p, 8, words.len(), None, &mut out).unwrap();
+        assert_eq!(out, words);
+    }
+
+    #[test]
+    fn corrupt_payloads_error_or_differ_never_panic() {
+        let words = skewed(11, 3000, 100);
+        for c in all_codecs() {
+            let p = encode_with(c, &words, 8, Some(&words));
+            for cut in 0..p.len().min(64) {
+                let mut out = Vec::new();
+                let _ = decode(c, &p[..cut], 8, words.len(), Some(&words), &mut out);
+            }
+            for i in 0..p.len().min(200) {
+                let mut q = p.clone();
+                q[i] ^= 0x5A;
+                let mut out = Vec::new();
+                let _ = decode(c, &q, 8, words.len(), Some(&words), &mut out);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn prop_round_trip_any_width(width in 1u8..=64, seed: u64, n in 0usize..3000) {
+            let mask = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
+            let words: Vec<u64> = skewed(seed, n, u64::MAX).into_iter().map(|w| w.wrapping_mul(seed | 1) & mask).collect();
+            let (c, p) = encode_best(&words, width, &[], &LitOptions { zstd_level: Some(1), context: true });
+            let mut out = Vec::new();
+            decode(c, &p, width, n, None, &mut out).unwrap();
+            prop_assert_eq!(out, words);
+        }
+
+        #[test]
+        fn prop_varint(v: u64) {
+            let mut b = Vec::new();
+            put_varint(&mut b, v);
+            prop_assert_eq!(b.len(), varint_len(v));
+            prop_assert_eq!(ByteReader::new(&b).varint().unwrap(), v);
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Canonical Huffman over a 256-symbol alphabet, code lengths limited to
+//! [`MAX_LEN`], LSB-first bit order, one-lookup table decoding.
+
+use super::table::{read_symbol_set, write_symbol_set};
+use super::{ByteReader, put_varint};
+use crate::error::DecodeError;
+
+const MAX_LEN: u32 = 12;
+
+/// Code lengths for the counts (0 for absent symbols).
+fn code_lengths(counts: &[u32; 256]) -> [u8; 256] {
+    let mut c: Vec<u64> = counts.iter().map(|&x| x as u64).collect();
+    loop {
+        let lens = huffman_lengths(&c);
+        if lens.iter().all(|&l| l as u32 <= MAX_LEN) {
+            return lens;
+        }
+        for x in c.iter_mut() {
+            if *x > 0 {
+                *x = (*x >> 1).max(1);
+            }
+        }
+    }
+}
+
+fn huffman_lengths(c: &[u64]) -> [u8; 256] {
+    let mut lens = [0u8; 256];
+    let present: Vec<usize> = (0..256).filter(|&s| c[s] > 0).collect();
+    if present.len() == 1 {
+        lens[present[0]] = 1;
+        return lens;
+    }
+    // nodes: (weight, id); parents for depth computation.
+    let mut heap = std::collections::BinaryHeap::new();
+    let mut parent: Vec<usize> = Vec::with_capacity(512);
+    for (i, &s) in present.iter().enumerate() {
+        heap.push(std::cmp::Reverse((c[s], i)));
+        parent.push(usize::MAX);
+    }
+    while heap.len() > 1 {
+        let std::cmp::Reverse((wa, a)) = heap.pop().expect("len > 1");
+        let std::cmp::Reverse((wb, b)) = heap.pop().expect("len > 1");
+        let id = parent.len();
+        parent.push(usize::MAX);
+        parent[a] = id;
+        parent[b] = id;
+        heap.push(std::cmp::Reverse((wa + wb, id)));
+    }
+    for (i, &s) in present.iter().enumerate() {
+        let mut d = 0u32;
+        let mut x = i;
+        while parent[x] != usize::MAX {
+            x = parent[x];
+            d += 1;
+        }
+        lens[s] = d.min(255) as u8;
+    }
+    lens
+}
+
+/// Canonical codes (bit-reversed for LSB-first output) from lengths.
+fn canonical_codes(lens: &[u8; 256]) -> [u32; 256] {
+    let mut codes = [0u32; 256];
+    let mut order: Vec<usize> = (0..256).filter(|&s| lens[s] > 0).collect();
+    order.sort_by_key(|&s| (lens[s], s));
+    let mut code = 0u32;
+    let mut prev_len = 0u32;
+    for &s in &order {
+        let l = lens[s] as u32;
+        code <<= l - prev_len;
+        prev_len = l;
+        codes[s] = code.reverse_bits() >> (32 - l);
+        code += 1;
+    }
+    codes
+}
+
+/// Encode symbols (each < 256).
+pub(crate) fn encode(syms: &[u64]) -> Vec<u8> {
+    let mut counts = [0u32; 256];
+    for &s in syms {
+        counts[s as usize] += 1;
+    }
+    let lens = code_lengths(&counts);
+    let codes = canonical_codes(&lens);
+    let mut out = Vec::with_capacity(syms.len() / 2 + 300);
+    let present: Vec<usize> = (0..256).filter(|&s| lens[s] > 0).collect();
+    put_varint(&mut out, present.len() as u64);
+    if present.is_empty() {
+        return out;
+    }
+    write_symbol_set(&mut out, &present);
+    for pair in present.chunks(2) {
+        let lo = lens[pair[0]];
+        let hi = pair.get(1).map_or(0, |&s| lens[s]);
+        out.push(lo | (hi << 4));
+    }
+    // Bitstream.
+    let mut bits: Vec<u8> = Vec::with_capacity(syms.len() / 2 + 8);
+    let mut acc = 0u64;
+    let mut nacc = 0u32;
+    for &s in syms {
+        acc |= (codes[s as usize] as u64) << nacc;
+        nacc += lens[s as usize] as u32;
+        while nacc >= 8 {
+            bits.push(acc as u8);
+            acc >>= 8;
+            nacc -= 8;
+        }
+    }
+    if nacc > 0 {
+        bits.push(acc as u8);
+    }
+    put_varint(&mut out, bits.len() as u64);
+    out.extend_from_slice(&bits);
+    out
+}
+
+/// Decode exactly `n` symbols.
+pub(crate) fn decode(payload: &[u8], n: usize, out: &mut Vec<u64>) -> Result<(), DecodeError> {
+    let mut r = ByteReader::new(payload);
+    let np = r.varint()? as usize;
+    if np == 0 {
+        return if n == 0 && r.remaining() == 0 {
+            Ok(())
+        } else {
+            Err(DecodeError::corrupt("huffman: empty table"))
+        };
+    }
+    if np > 256 {
+        return Err(DecodeError::corrupt("huffman: more than 256 symbols"));
+    }
+    let present = read_symbol_set(&mut r, np)?;
+    let packed = r.bytes(np.div_ceil(2))?;
+    let mut lens = [0u8; 256];
+    let mut kraft = 0u64;
+    for (i, &s) in present.iter().enumerate() {
+        let l = (packed[i / 2] >> (4 * (i % 2))) & 0xF;
+        if l == 0 || l as u32 > MAX_LEN {
+            return Err(DecodeError::corrupt("huffman: bad code length"));
+        }
+        lens[s] = l;
+        kraft += 1u64 << (MAX_LEN - l as u32);
+    }
+    if kraft > 1u64 << MAX_LEN {
+        return Err(DecodeError::corrupt("huffman: lengths oversubscribed"));
+    }
+    let codes = canonical_codes(&lens);
+    // Lookup table: entry = symbol | len << 8; len 0 marks an unused slot.
+    let size = 1usize << MAX_LEN;
+    let mut table = vec![0u16; size];
+    for &s in &present {
+        let l = lens[s] as u32;
+        let step = 1usize << l;
+        let mut j = codes[s] as usize;
+        while j < size {
+            table[j] = s as u16 | ((l as u16) << 8);
+            j += step;
+        }
+    }
+    let len = r.varint()? as usize;
+    let data = r.bytes(len)?;
+    if r.remaining() != 0 {
+        return Err(DecodeError::corrupt("huffman: trailing bytes"));
+    }
+    out.reserve(n);
+    let total_bits = data.len() as u64 * 8;
+    let mut consumed = 0u64;
+    let mut acc = 0u64;
+    let mut nacc = 0u32;
+    let mut pos = 0usize;
+    let mask = (size - 1) as u64;
+    for _ in 0..n {
+        if nacc < MAX_LEN {
+            while nacc <= 56 {
+                let b = data.get(pos).copied().unwrap_or(0);
+                acc |= (b as u64) << nacc;
+                nacc += 8;
+                pos += 1;
+            }
+        }
+        let e = table[(acc & mask) as usize];
+        let l = (e >> 8) as u32;
+        if l == 0 {
+            return Err(DecodeError::corrupt("huffman: invalid code"));
+        }
+        out.push((e & 0xFF) as u64);
+        acc >>= l;
+        nacc -= l;
+        consumed += l as u64;
+    }
+    if consumed > total_bits || total_bits - consumed >= 8 {
+        return Err(DecodeError::corrupt("huffman: bit count mismatch"));
+    }
+    Ok(())
+}
