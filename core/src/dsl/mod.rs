@@ -1,1 +1,401 @@
 //! The program language.
+//!
+//! Every value is a stream of `n` words of `width` bits. A [`Node`] of type
+//! `u<width>[n]` executes to exactly `n` such words. Productions:
+//!
+//! - [`Node::Lit`]: the words, coded with a wire [`Codec`]; the universal leaf.
+//! - [`Node::Const`]: `n` copies of one word.
+//! - [`Node::Concat`]: its parts one after another (same width).
+//! - [`Node::Repeat`]: `k` copies of its child's words.
+//! - [`Node::Ref`]: words equal to an earlier segment's words of the same file.
+//! - [`Node::Map`]: a width-preserving bijection applied to each child word;
+//!   it inverts [`MapOp::inverse`].
+//! - [`Node::Scan`]: a running xor or sum over the child (inverts a delta).
+//! - [`Node::Merge`]: each word is the concatenation of its children's words
+//!   (fields, most significant first): IEEE float fields, bit fields, byte
+//!   planes, bit planes.
+//!
+//! Programs have a canonical serialization ([`wire`]) and an interpreter
+//! ([`exec`]).
+
+pub mod exec;
+pub mod wire;
+
+use std::fmt;
+
+use crate::dtype::Dtype;
+pub use crate::entropy::Codec;
+
+/// Largest number of words a node may produce (one region).
+pub const MAX_NODE_WORDS: u64 = 1 << 20;
+/// Largest sum of the word counts of all nodes of one program: bounds the
+/// memory an interpreter run may allocate (8 bytes a word).
+pub const MAX_PROGRAM_WORK: u64 = 1 << 24;
+/// Deepest nesting of a program.
+pub const MAX_DEPTH: usize = 24;
+/// Most nodes in one program.
+pub const MAX_NODES: usize = 4096;
+
+/// A width-preserving bijection on words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MapOp {
+    /// `x ^ c`.
+    Xor(u64),
+    /// `x + c` modulo `2^width`.
+    Add(u64),
+    /// Zigzag: signed two's complement `x` -> `(x << 1) ^ (x >> (width-1))`.
+    Zigzag,
+    /// Gray code `x ^ (x >> 1)`.
+    Gray,
+    /// Rotate left by `r` bits within the width.
+    Rotl(u8),
+    /// Reverse the order of the `width` bits.
+    BitReverse,
+}
+
+/// A running operation over the child stream (out[i] = out[i-1] op child[i]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScanOp {
+    /// Running xor: inverts a previous-word xor delta.
+    XorDelta,
+    /// Running sum modulo `2^width`: inverts a modular difference.
+    Diff,
+}
+
+/// How a `Merge` splits a word into fields.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Split {
+    /// IEEE fields: sign, exponent, mantissa (most significant first).
+    Float(Dtype),
+    /// Arbitrary bit fields, most significant first; widths sum to the word width.
+    Fields(Vec<u8>),
+    /// The bytes of the word, most significant byte first.
+    BytePlanes(u8),
+    /// The bits of the word, most significant bit first.
+    BitPlanes(u8),
+}
+
+impl Split {
+    /// Widths of the fields, most significant first.
+    pub fn fields(&self) -> Vec<u8> {
+        match self {
+            Split::Float(d) => match d.float_layout() {
+                Some(l) => vec![1, l.exponent, l.mantissa],
+                None => vec![d.word_bits()],
+            },
+            Split::Fields(f) => f.clone(),
+            Split::BytePlanes(w) => vec![8; (*w as usize).div_ceil(8)],
+            Split::BitPlanes(w) => vec![1; *w as usize],
+        }
+    }
+
+    /// Width of the merged word.
+    pub fn width(&self) -> u32 {
+        self.fields().iter().map(|&f| f as u32).sum()
+    }
+
+    /// Split words into field streams (the encoder's decomposition).
+    pub fn split(&self, words: &[u64]) -> Vec<Vec<u64>> {
+        let fields = self.fields();
+        let mut shifts = Vec::with_capacity(fields.len());
+        let mut s = self.width();
+        for &f in &fields {
+            s -= f as u32;
+            shifts.push(s);
+        }
+        fields
+            .iter()
+            .zip(&shifts)
+            .map(|(&f, &sh)| {
+                let m = mask(f);
+                words.iter().map(|&w| (w >> sh) & m).collect()
+            })
+            .collect()
+    }
+}
+
+/// All-ones mask of `width` bits.
+#[inline]
+pub fn mask(width: u8) -> u64 {
+    if width >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    }
+}
+
+impl MapOp {
+    /// Apply to one word of `width` bits.
+    #[inline]
+    pub fn apply(self, x: u64, width: u8) -> u64 {
+        let m = mask(width);
+        let w = width as u32;
+        match self {
+            MapOp::Xor(c) => (x ^ c) & m,
+            MapOp::Add(c) => x.wrapping_add(c) & m,
+            MapOp::Zigzag => {
+                let sign = (x >> (w - 1)) & 1;
+                ((x << 1) ^ if sign == 1 { m } else { 0 }) & m
+            }
+            MapOp::Gray => (x ^ (x >> 1)) & m,
+            MapOp::Rotl(r) => {
+                let r = r as u32 % w;
+                if r == 0 {
+                    x & m
+                } else {
+                    ((x << r) | (x >> (w - r))) & m
+                }
+            }
+            MapOp::BitReverse => x.reverse_bits() >> (64 - w),
+        }
+    }
+
+    /// The inverse bijection.
+    pub fn inverse(self, width: u8) -> InverseMap {
+        InverseMap { op: self, width }
+    }
+}
+
+/// The inverse of a [`MapOp`] at a width.
+#[derive(Debug, Clone, Copy)]
+pub struct InverseMap {
+    op: MapOp,
+    width: u8,
+}
+
+impl InverseMap {
+    /// Apply the inverse to one word.
+    #[inline]
+    pub fn apply(self, y: u64) -> u64 {
+        let m = mask(self.width);
+        let w = self.width as u32;
+        match self.op {
+            MapOp::Xor(c) => (y ^ c) & m,
+            MapOp::Add(c) => y.wrapping_sub(c) & m,
+            MapOp::Zigzag => ((y >> 1) ^ (0u64.wrapping_sub(y & 1))) & m,
+            MapOp::Gray => {
+                let mut x = y;
+                let mut s = 1;
+                while s < 64 {
+                    x ^= x >> s;
+                    s <<= 1;
+                }
+                x & m
+            }
+            MapOp::Rotl(r) => MapOp::Rotl(((w - r as u32 % w) % w) as u8).apply(y, self.width),
+            MapOp::BitReverse => MapOp::BitReverse.apply(y, self.width),
+        }
+    }
+}
+
+/// A program node. See the module docs for each production.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node {
+    /// Coded words.
+    Lit {
+        /// Word width.
+        width: u8,
+        /// Word count.
+        n: u64,
+        /// Wire codec.
+        codec: Codec,
+        /// Codec payload.
+        payload: Vec<u8>,
+    },
+    /// `n` copies of `word`.
+    Const {
+        /// Word width.
+        width: u8,
+        /// Word count.
+        n: u64,
+        /// The word.
+        word: u64,
+    },
+    /// Parts in order.
+    Concat {
+        /// Word width of every part.
+        width: u8,
+        /// The parts.
+        parts: Vec<Node>,
+    },
+    /// `k` copies of the child.
+    Repeat {
+        /// Copies.
+        k: u64,
+        /// The repeated unit.
+        child: Box<Node>,
+    },
+    /// The words `offset..offset+n` of earlier segment `segment`, read as
+    /// words of `width` bits.
+    Ref {
+        /// Word width.
+        width: u8,
+        /// Word count.
+        n: u64,
+        /// Index of an earlier segment of the archive.
+        segment: u32,
+        /// First word.
+        offset: u64,
+    },
+    /// Bijection applied per word.
+    Map {
+        /// The bijection.
+        op: MapOp,
+        /// Its input.
+        child: Box<Node>,
+    },
+    /// Running xor / sum.
+    Scan {
+        /// The scan.
+        op: ScanOp,
+        /// The deltas.
+        child: Box<Node>,
+    },
+    /// Fields merged into words.
+    Merge {
+        /// The field split.
+        split: Split,
+        /// One child per field, most significant first.
+        children: Vec<Node>,
+    },
+}
+
+impl Node {
+    /// Word width of the node's type.
+    pub fn width(&self) -> u8 {
+        match self {
+            Node::Lit { width, .. }
+            | Node::Const { width, .. }
+            | Node::Concat { width, .. }
+            | Node::Ref { width, .. } => *width,
+            Node::Repeat { child, .. } | Node::Map { child, .. } | Node::Scan { child, .. } => {
+                child.width()
+            }
+            Node::Merge { split, .. } => split.width() as u8,
+        }
+    }
+
+    /// Word count of the node's type.
+    pub fn len(&self) -> u64 {
+        match self {
+            Node::Lit { n, .. } | Node::Const { n, .. } | Node::Ref { n, .. } => *n,
+            Node::Concat { parts, .. } => parts.iter().map(Node::len).sum(),
+            Node::Repeat { k, child } => k * child.len(),
+            Node::Map { child, .. } | Node::Scan { child, .. } => child.len(),
+            Node::Merge { children, .. } => children.first().map_or(0, Node::len),
+        }
+    }
+
+    /// Whether the node produces no words.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The literal leaf of `words` coded with the smallest codec.
+    pub fn lit(words: &[u64], width: u8, opts: &crate::entropy::LitOptions) -> Node {
+        let (codec, payload) = crate::entropy::encode_best(words, width, &[], opts);
+        Node::Lit {
+            width,
+            n: words.len() as u64,
+            codec,
+            payload,
+        }
+    }
+
+    /// Visit every node, parents first.
+    pub fn walk(&self, f: &mut dyn FnMut(&Node)) {
+        f(self);
+        match self {
+            Node::Concat { parts: c, .. } | Node::Merge { children: c, .. } => {
+                for x in c {
+                    x.walk(f);
+                }
+            }
+            Node::Repeat { child, .. } | Node::Map { child, .. } | Node::Scan { child, .. } => {
+                child.walk(f)
+            }
+            _ => {}
+        }
+    }
+
+    /// Production name.
+    pub fn production(&self) -> &'static str {
+        match self {
+            Node::Lit { .. } => "Lit",
+            Node::Const { .. } => "Const",
+            Node::Concat { .. } => "Concat",
+            Node::Repeat { .. } => "Repeat",
+            Node::Ref { .. } => "Ref",
+            Node::Map { .. } => "Map",
+            Node::Scan { .. } => "Scan",
+            Node::Merge { .. } => "Merge",
+        }
+    }
+}
+
+impl fmt::Display for MapOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MapOp::Xor(c) => write!(f, "xor {c:#x}"),
+            MapOp::Add(c) => write!(f, "add {c}"),
+            MapOp::Zigzag => f.write_str("zigzag"),
+            MapOp::Gray => f.write_str("gray"),
+            MapOp::Rotl(r) => write!(f, "rotl {r}"),
+            MapOp::BitReverse => f.write_str("bitrev"),
+        }
+    }
+}
+
+impl fmt::Display for Split {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Split::Float(d) => write!(f, "{}", d.name().to_ascii_lowercase()),
+            Split::Fields(w) => {
+                let s: Vec<String> = w.iter().map(|x| x.to_string()).collect();
+                write!(f, "bits {}", s.join("+"))
+            }
+            Split::BytePlanes(_) => f.write_str("bytes"),
+            Split::BitPlanes(_) => f.write_str("bitplanes"),
+        }
+    }
+}
+
+impl fmt::Display for Node {
+    /// Program text, e.g. `Merge[bf16](Lit<bits>, Lit<rans1>, Lit<huff>)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Node::Lit { codec, .. } => write!(f, "Lit<{}>", codec.name()),
+            Node::Const { word, .. } => write!(f, "Const({word:#x})"),
+            Node::Concat { parts, .. } => {
+                // Regions usually share one shape: print it once with a count.
+                let texts: Vec<String> = parts.iter().map(|p| p.to_string()).collect();
+                if texts.len() > 1 && texts.iter().all(|t| *t == texts[0]) {
+                    write!(f, "Concat[{}x]({})", texts.len(), texts[0])
+                } else {
+                    write!(f, "Concat({})", texts.join(", "))
+                }
+            }
+            Node::Repeat { k, child } => write!(f, "Repeat[{k}]({child})"),
+            Node::Ref { segment, offset, .. } => {
+                if *offset == 0 {
+                    write!(f, "Ref(#{segment})")
+                } else {
+                    write!(f, "Ref(#{segment}+{offset})")
+                }
+            }
+            Node::Map { op, child } => write!(f, "Map[{op}]({child})"),
+            Node::Scan { op, child } => write!(
+                f,
+                "Scan[{}]({child})",
+                match op {
+                    ScanOp::XorDelta => "xor",
+                    ScanOp::Diff => "diff",
+                }
+            ),
+            Node::Merge { split, children } => {
+                let texts: Vec<String> = children.iter().map(|p| p.to_string()).collect();
+                write!(f, "Merge[{split}]({})", texts.join(", "))
+            }
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! The interpreter: executes a program to exactly its words.
+
+use super::{MapOp, Node, ScanOp, mask};
+use crate::error::DecodeError;
+
+/// Supplies the words a [`Node::Ref`] names.
+pub trait Resolver {
+    /// Words `offset..offset+n` of segment `segment` read as `width`-bit words.
+    fn resolve(&self, segment: u32, offset: u64, n: u64, width: u8) -> Result<Vec<u64>, DecodeError>;
+}
+
+/// A resolver for programs that must not contain references.
+pub struct NoRefs;
+
+impl Resolver for NoRefs {
+    fn resolve(&self, segment: u32, _: u64, _: u64, _: u8) -> Result<Vec<u64>, DecodeError> {
+        Err(DecodeError::corrupt(format!(
+            "reference to segment {segment} where none is allowed"
+        )))
+    }
+}
+
+/// Execute a (validated) program.
+pub fn execute(node: &Node, refs: &dyn Resolver) -> Result<Vec<u64>, DecodeError> {
+    let mut out = Vec::with_capacity(node.len() as usize);
+    exec_into(node, refs, &[], &mut out)?;
+    Ok(out)
+}
+
+fn exec_into(
+    node: &Node,
+    refs: &dyn Resolver,
+    siblings: &[Vec<u64>],
+    out: &mut Vec<u64>,
+) -> Result<(), DecodeError> {
+    match node {
+        Node::Lit {
+            width,
+            n,
+            codec,
+            payload,
+        } => {
+            let sib = match codec {
+                super::Codec::RansCond { sibling } => Some(
+                    siblings
+                        .get(*sibling as usize)
+                        .ok_or_else(|| DecodeError::corrupt("missing conditioning sibling"))?
+                        .as_slice(),
+                ),
+                _ => None,
+            };
+            crate::entropy::decode(*codec, payload, *width, *n as usize, sib, out)
+        }
+        Node::Const { n, word, .. } => {
+            out.extend(std::iter::repeat_n(*word, *n as usize));
+            Ok(())
+        }
+        Node::Concat { parts, .. } => {
+            for p in parts {
+                exec_into(p, refs, &[], out)?;
+            }
+            Ok(())
+        }
+        Node::Repeat { k, child } => {
+            let start = out.len();
+            exec_into(child, refs, &[], out)?;
+            let unit = out.len() - start;
+            for _ in 1..*k {
+                out.extend_from_within(start..start + unit);
+            }
+            Ok(())
+        }
+        Node::Ref {
+            width,
+            n,
+            segment,
+            offset,
+        } => {
+            let words = refs.resolve(*segment, *offset, *n, *width)?;
+            if words.len() as u64 != *n {
+                return Err(DecodeError::corrupt("reference resolved to wrong length"));
+            }
+            out.extend_from_slice(&words);
+            Ok(())
+        }
+        Node::Map { op, child } => {
+            let start = out.len();
+            exec_into(child, refs, &[], out)?;
+            let w = child.width();
+            let m = mask(w);
+            let words = &mut out[start..];
+            match op {
+                MapOp::Xor(c) => words.iter_mut().for_each(|x| *x ^= c),
+                MapOp::Add(c) => words.iter_mut().for_each(|x| *x = x.wrapping_add(*c) & m),
+                _ => words.iter_mut().for_each(|x| *x = op.apply(*x, w)),
+            }
+            Ok(())
+        }
+        Node::Scan { op, child } => {
+            let start = out.len();
+            exec_into(child, refs, &[], out)?;
+            let m = mask(child.width());
+            let mut acc = 0u64;
+            for x in &mut out[start..] {
+                acc = match op {
+                    ScanOp::XorDelta => acc ^ *x,
+                    ScanOp::Diff => acc.wrapping_add(*x) & m,
+                };
+                *x = acc;
+            }
+            Ok(())
+        }
+        Node::Merge { split, children } => {
+            let fields = split.fields();
+            let mut streams: Vec<Vec<u64>> = Vec::with_capacity(children.len());
+            for c in children {
+                let mut v = Vec::with_capacity(c.len() as usize);
+                exec_into(c, refs, &streams, &mut v)?;
+                streams.push(v);
+            }
+            let n = node.len() as usize;
+            let start = out.len();
+            out.resize(start + n, 0);
+            let dst = &mut out[start..];
+            let mut shift = split.width();
+            for (s, &f) in streams.iter().zip(&fields) {
+                shift -= f as u32;
+                if s.len() != n {
+                    return Err(DecodeError::corrupt("merge child produced wrong length"));
+                }
+                for (d, &w) in dst.iter_mut().zip(s) {
+                    *d |= w << shift;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Split, wire};
+    use super::*;
+    use crate::dtype::Dtype;
+    use crate::entropy::LitOptions;
+    use proptest::prelude::*;
+
+    fn lit(words: &[u64], w: u8) -> Node {
+        Node::lit(words, w, &LitOptions::default())
+    }
+
+    /// Serialize, check the size rule, parse back, execute.
+    fn run(node: &Node) -> Vec<u64> {
+        let bytes = wire::write(node);
+        assert_eq!(bytes.len(), wire::serialized_size(node));
+        let back = wire::read_exact(&bytes).expect("valid program");
+        assert_eq!(&back, node);
+        execute(&back, &NoRefs).expect("executes")
+    }
+
+    fn words_strategy() -> impl Strategy<Value = (u8, Vec<u64>)> {
+        (1u8..=64).prop_flat_map(|w| {
+            let m = mask(w);
+            let special = prop_oneof![
+                Just(0u64),
+                Just(m),
+                Just(1u64),
+                Just(m >> 1),
+                any::<u64>().prop_map(move |x| x & m)
+            ];
+            (Just(w), proptest::collection::vec(special, 0..400))
+        })
+    }
+
+    /// Float words that include NaN payloads, -0.0, subnormals, infinities.
+    fn float_words(d: Dtype) -> impl Strategy<Value = Vec<u64>> {
+        let l = d.float_layout().unwrap();
+        let w = d.word_bits();
+        let m = mask(w);
+        let sign = 1u64 << (w - 1);
+        let exp_all = mask(l.exponent) << l.mantissa;
+        let special = prop_oneof![
+            Just(sign),                  // -0.0
+            Just(exp_all | 1),           // NaN with payload
+            Just(exp_all | mask(l.mantissa)), // NaN all payload
+            Just(exp_all),               // inf
+            Just(1u64),                  // smallest subnormal
+            Just(sign | mask(l.mantissa)), // negative subnormal
+            any::<u64>().prop_map(move |x| x & m),
+        ];
+        proptest::collection::vec(special, 0..300)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn lit_round_trips((w, words) in words_strategy()) {
+            prop_assert_eq!(run(&lit(&words, w)), words);
+        }
+
+        #[test]
+        fn const_and_repeat((w, words) in words_strategy(), k in 1u64..5, c: u64) {
+            let c = c & mask(w);
+            let node = Node::Concat { width: w, parts: vec![
+                Node::Const { width: w, n: words.len() as u64, word: c },
+                Node::Repeat { k, child: Box::new(lit(&words, w)) },
+            ]};
+            let mut want = vec![c; words.len()];
+            for _ in 0..k { want.extend_from_slice(&words); }
+            prop_assert_eq!(run(&node), want);
+        }
+
+        #[test]
+        fn map_inverts((w, words) in words_strategy(), c: u64, r: u8) {
+            let m = mask(w);
+            let mut ops = vec![MapOp::Xor(c & m), MapOp::Add(c & m), MapOp::Zigzag, MapOp::Gray, MapOp::BitReverse];
+            if w > 1 { ops.push(MapOp::Rotl(1 + r % (w - 1))); }
+            for op in ops {
+                let inv = op.inverse(w);
+                let child: Vec<u64> = words.iter().map(|&x| inv.apply(x)).collect();
+                let node = Node::Map { op, child: Box::new(lit(&child, w)) };
+                prop_assert_eq!(run(&node), words.clone(), "{:?}", op);
+            }
+        }
+
+        #[test]
+        fn scan_inverts((w, words) in words_strategy()) {
+            let m = mask(w);
+            for op in [ScanOp::XorDelta, ScanOp::Diff] {
+                let mut prev = 0u64;
+                let deltas: Vec<u64> = words.iter().map(|&x| {
+                    let d = match op { ScanOp::XorDelta => x ^ prev, ScanOp::Diff => x.wrapping_sub(prev) & m };
+                    prev = x; d
+                }).collect();
+                let node = Node::Scan { op, child: Box::new(lit(&deltas, w)) };
+                prop_assert_eq!(run(&node), words.clone());
+            }
+        }
+
+        #[test]
+        fn merge_splits((w, words) in words_strategy(), cut in 1u8..63) {
+            let mut splits = vec![Split::BitPlanes(w)];
+            if w % 8 == 0 && w >= 16 { splits.push(Split::BytePlanes(w)); }
+            if w >= 2 { let a = 1 + cut % (w - 1); splits.push(Split::Fields(vec![a, w - a])); }
+            for split in splits {
+                if w < 2 { continue; }
+                let parts = split.split(&words);
+                let children = parts.iter().zip(split.fields()).map(|(p, f)| lit(p, f)).collect();
+                prop_assert_eq!(run(&Node::Merge { split, children }), words.clone());
+            }
+        }
+
+        #[test]
+        fn float_fields((d, words) in prop_oneof![Just(Dtype::F64), Just(Dtype::F32), Just(Dtype::F16), Just(Dtype::BF16), Just(Dtype::F8E4M3), Just(Dtype::F8E5M2)]
+                        .prop_flat_map(|d| (Just(d), float_words(d)))) {
+            let split = Split::Float(d);
+            let parts = split.split(&words);
+            // Conditional coder: mantissa given exponent when it fits.
+            let mut children: Vec<Node> = parts.iter().zip(split.fields()).map(|(p, f)| lit(p, f)).collect();
+            let l = d.float_layout().unwrap();
+            if l.mantissa <= 8 && l.exponent <= 8 {
+                let payload = crate::entropy::encode_with(crate::entropy::Codec::RansCond { sibling: 1 }, &parts[2], l.mantissa, Some(&parts[1]));
+                children[2] = Node::Lit { width: l.mantissa, n: words.len() as u64, codec: crate::entropy::Codec::RansCond { sibling: 1 }, payload };
+            }
+            prop_assert_eq!(run(&Node::Merge { split, children }), words);
+        }
+    }
+
+    #[test]
+    fn hostile_programs_are_rejected() {
+        // Repeat that would blow up memory.
+        let big = Node::Repeat {
+            k: 1 << 40,
+            child: Box::new(Node::Const { width: 8, n: 1 << 20, word: 0 }),
+        };
+        assert!(wire::read_exact(&wire::write(&big)).is_err());
+        // Deep nesting.
+        let mut n = Node::Const { width: 8, n: 1, word: 0 };
+        for _ in 0..100 {
+            n = Node::Scan { op: ScanOp::Diff, child: Box::new(n) };
+        }
+        assert!(wire::read_exact(&wire::write(&n)).is_err());
+        // Every truncation of a valid program fails cleanly.
+        let words: Vec<u64> = (0..1000).map(|i| (i * 7 % 13) as u64).collect();
+        let p = Node::Merge {
+            split: Split::Fields(vec![4, 4]),
+            children: Split::Fields(vec![4, 4]).split(&words).iter().map(|s| lit(s, 4)).collect(),
+        };
+        let bytes = wire::write(&p);
+        for cut in 0..bytes.len() {
+            assert!(wire::read_exact(&bytes[..cut]).is_err());
+        }
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 0xFF;
+            if let Ok(node) = wire::read_exact(&b) {
+                let _ = execute(&node, &NoRefs);
+            }
+        }
+    }
+}

@@ -1,0 +1,441 @@
+//! Canonical serialization of programs.
+//!
+//! Each node is a tag byte and its fields (LEB128 varints, single bytes),
+//! children in order. `serialized_size(p) == write(p).len()` always, and
+//! reading validates every type rule and limit before allocating.
+
+use super::{MAX_DEPTH, MAX_NODE_WORDS, MAX_NODES, MAX_PROGRAM_WORK, MapOp, Node, ScanOp, Split, mask};
+use crate::dtype::Dtype;
+use crate::entropy::{ByteReader, Codec, put_varint, varint_len};
+use crate::error::DecodeError;
+
+const T_LIT: u8 = 1;
+const T_CONST: u8 = 2;
+const T_CONCAT: u8 = 3;
+const T_REPEAT: u8 = 4;
+const T_REF: u8 = 5;
+const T_MAP: u8 = 6;
+const T_SCAN: u8 = 7;
+const T_MERGE: u8 = 8;
+
+/// Serialize a program.
+pub fn write(node: &Node) -> Vec<u8> {
+    let mut out = Vec::with_capacity(serialized_size(node));
+    write_into(node, &mut out);
+    out
+}
+
+/// Append a program's serialization to `out`.
+pub fn write_into(node: &Node, out: &mut Vec<u8>) {
+    match node {
+        Node::Lit {
+            width,
+            n,
+            codec,
+            payload,
+        } => {
+            out.push(T_LIT);
+            out.push(*width);
+            put_varint(out, *n);
+            out.push(codec.wire_id());
+            if let Codec::RansCond { sibling } = codec {
+                out.push(*sibling);
+            }
+            put_varint(out, payload.len() as u64);
+            out.extend_from_slice(payload);
+        }
+        Node::Const { width, n, word } => {
+            out.push(T_CONST);
+            out.push(*width);
+            put_varint(out, *n);
+            put_varint(out, *word);
+        }
+        Node::Concat { width, parts } => {
+            out.push(T_CONCAT);
+            out.push(*width);
+            put_varint(out, parts.len() as u64);
+            for p in parts {
+                write_into(p, out);
+            }
+        }
+        Node::Repeat { k, child } => {
+            out.push(T_REPEAT);
+            put_varint(out, *k);
+            write_into(child, out);
+        }
+        Node::Ref {
+            width,
+            n,
+            segment,
+            offset,
+        } => {
+            out.push(T_REF);
+            out.push(*width);
+            put_varint(out, *n);
+            put_varint(out, *segment as u64);
+            put_varint(out, *offset);
+        }
+        Node::Map { op, child } => {
+            out.push(T_MAP);
+            match op {
+                MapOp::Xor(c) => {
+                    out.push(0);
+                    put_varint(out, *c);
+                }
+                MapOp::Add(c) => {
+                    out.push(1);
+                    put_varint(out, *c);
+                }
+                MapOp::Zigzag => out.push(2),
+                MapOp::Gray => out.push(3),
+                MapOp::Rotl(r) => {
+                    out.push(4);
+                    out.push(*r);
+                }
+                MapOp::BitReverse => out.push(5),
+            }
+            write_into(child, out);
+        }
+        Node::Scan { op, child } => {
+            out.push(T_SCAN);
+            out.push(match op {
+                ScanOp::XorDelta => 0,
+                ScanOp::Diff => 1,
+            });
+            write_into(child, out);
+        }
+        Node::Merge { split, children } => {
+            out.push(T_MERGE);
+            match split {
+                Split::Float(d) => {
+                    out.push(0);
+                    out.push(d.wire_id());
+                }
+                Split::Fields(f) => {
+                    out.push(1);
+                    out.push(f.len() as u8);
+                    out.extend_from_slice(f);
+                }
+                Split::BytePlanes(w) => {
+                    out.push(2);
+                    out.push(*w);
+                }
+                Split::BitPlanes(w) => {
+                    out.push(3);
+                    out.push(*w);
+                }
+            }
+            for c in children {
+                write_into(c, out);
+            }
+        }
+    }
+}
+
+/// Exact number of bytes [`write`] produces, computed without writing.
+pub fn serialized_size(node: &Node) -> usize {
+    1 + match node {
+        Node::Lit {
+            n, codec, payload, ..
+        } => {
+            1 + varint_len(*n)
+                + 1
+                + matches!(codec, Codec::RansCond { .. }) as usize
+                + varint_len(payload.len() as u64)
+                + payload.len()
+        }
+        Node::Const { n, word, .. } => 1 + varint_len(*n) + varint_len(*word),
+        Node::Concat { parts, .. } => {
+            1 + varint_len(parts.len() as u64) + parts.iter().map(serialized_size).sum::<usize>()
+        }
+        Node::Repeat { k, child } => varint_len(*k) + serialized_size(child),
+        Node::Ref {
+            n, segment, offset, ..
+        } => 1 + varint_len(*n) + varint_len(*segment as u64) + varint_len(*offset),
+        Node::Map { op, child } => {
+            1 + match op {
+                MapOp::Xor(c) | MapOp::Add(c) => varint_len(*c),
+                MapOp::Rotl(_) => 1,
+                _ => 0,
+            } + serialized_size(child)
+        }
+        Node::Scan { child, .. } => 1 + serialized_size(child),
+        Node::Merge { split, children } => {
+            1 + match split {
+                Split::Float(_) | Split::BytePlanes(_) | Split::BitPlanes(_) => 1,
+                Split::Fields(f) => 1 + f.len(),
+            } + children.iter().map(serialized_size).sum::<usize>()
+        }
+    }
+}
+
+struct Reader<'a, 'b> {
+    r: &'b mut ByteReader<'a>,
+    nodes: usize,
+    work: u64,
+}
+
+/// Parse one program from `r`, validating types and limits.
+pub fn read(r: &mut ByteReader<'_>) -> Result<Node, DecodeError> {
+    let mut rd = Reader {
+        r,
+        nodes: 0,
+        work: 0,
+    };
+    rd.node(0, None)
+}
+
+/// Parse a program that must fill `bytes` exactly.
+pub fn read_exact(bytes: &[u8]) -> Result<Node, DecodeError> {
+    let mut r = ByteReader::new(bytes);
+    let node = read(&mut r)?;
+    if r.remaining() != 0 {
+        return Err(DecodeError::corrupt("trailing bytes after program"));
+    }
+    Ok(node)
+}
+
+fn width_ok(w: u8) -> Result<u8, DecodeError> {
+    if (1..=64).contains(&w) {
+        Ok(w)
+    } else {
+        Err(DecodeError::corrupt(format!("word width {w} out of range")))
+    }
+}
+
+fn count_ok(n: u64) -> Result<u64, DecodeError> {
+    if n > MAX_NODE_WORDS {
+        Err(DecodeError::Limit {
+            what: "words in one node",
+            value: n,
+            limit: MAX_NODE_WORDS,
+        })
+    } else {
+        Ok(n)
+    }
+}
+
+impl Reader<'_, '_> {
+    fn account(&mut self, n: u64) -> Result<(), DecodeError> {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(DecodeError::Limit {
+                what: "nodes in one program",
+                value: self.nodes as u64,
+                limit: MAX_NODES as u64,
+            });
+        }
+        self.work = self.work.saturating_add(n);
+        if self.work > MAX_PROGRAM_WORK {
+            return Err(DecodeError::Limit {
+                what: "words produced by one program",
+                value: self.work,
+                limit: MAX_PROGRAM_WORK,
+            });
+        }
+        Ok(())
+    }
+
+    /// `merge_index`: this node's index among a Merge's children, if it is one.
+    fn node(&mut self, depth: usize, merge_index: Option<usize>) -> Result<Node, DecodeError> {
+        if depth > MAX_DEPTH {
+            return Err(DecodeError::Limit {
+                what: "program depth",
+                value: depth as u64,
+                limit: MAX_DEPTH as u64,
+            });
+        }
+        let tag = self.r.u8()?;
+        let node = match tag {
+            T_LIT => {
+                let width = width_ok(self.r.u8()?)?;
+                let n = count_ok(self.r.varint()?)?;
+                let codec = match self.r.u8()? {
+                    0 => Codec::Raw,
+                    1 => Codec::BitPack,
+                    2 => Codec::Huffman,
+                    3 => Codec::Rans0,
+                    4 => Codec::Rans1,
+                    5 => {
+                        let sibling = self.r.u8()?;
+                        if merge_index.is_none_or(|i| sibling as usize >= i) {
+                            return Err(DecodeError::corrupt(
+                                "conditional literal must follow its sibling in a Merge",
+                            ));
+                        }
+                        Codec::RansCond { sibling }
+                    }
+                    6 => Codec::Zstd,
+                    c => return Err(DecodeError::corrupt(format!("unknown codec {c}"))),
+                };
+                if !crate::entropy::codec_accepts(codec, width) {
+                    return Err(DecodeError::corrupt("codec does not accept this width"));
+                }
+                let len = self.r.varint()?;
+                let len = usize::try_from(len)
+                    .ok()
+                    .filter(|&l| l <= self.r.remaining())
+                    .ok_or_else(|| DecodeError::corrupt("literal payload longer than program"))?;
+                let payload = self.r.bytes(len)?.to_vec();
+                Node::Lit {
+                    width,
+                    n,
+                    codec,
+                    payload,
+                }
+            }
+            T_CONST => {
+                let width = width_ok(self.r.u8()?)?;
+                let n = count_ok(self.r.varint()?)?;
+                let word = self.r.varint()?;
+                if word > mask(width) {
+                    return Err(DecodeError::corrupt("constant wider than its type"));
+                }
+                Node::Const { width, n, word }
+            }
+            T_CONCAT => {
+                let width = width_ok(self.r.u8()?)?;
+                let count = self.r.varint()?;
+                if count > MAX_NODES as u64 {
+                    return Err(DecodeError::corrupt("too many parts"));
+                }
+                let mut parts = Vec::new();
+                let mut total = 0u64;
+                for _ in 0..count {
+                    let p = self.node(depth + 1, None)?;
+                    if p.width() != width {
+                        return Err(DecodeError::corrupt("concat part of another width"));
+                    }
+                    total = count_ok(total + p.len())?;
+                    parts.push(p);
+                }
+                Node::Concat { width, parts }
+            }
+            T_REPEAT => {
+                let k = self.r.varint()?;
+                let child = self.node(depth + 1, None)?;
+                let total = k
+                    .checked_mul(child.len())
+                    .ok_or_else(|| DecodeError::corrupt("repeat overflows"))?;
+                count_ok(total)?;
+                Node::Repeat {
+                    k,
+                    child: Box::new(child),
+                }
+            }
+            T_REF => {
+                let width = width_ok(self.r.u8()?)?;
+                let n = count_ok(self.r.varint()?)?;
+                let segment = u32::try_from(self.r.varint()?)
+                    .map_err(|_| DecodeError::corrupt("ref segment out of range"))?;
+                let offset = self.r.varint()?;
+                Node::Ref {
+                    width,
+                    n,
+                    segment,
+                    offset,
+                }
+            }
+            T_MAP => {
+                let op = match self.r.u8()? {
+                    0 => MapOp::Xor(self.r.varint()?),
+                    1 => MapOp::Add(self.r.varint()?),
+                    2 => MapOp::Zigzag,
+                    3 => MapOp::Gray,
+                    4 => MapOp::Rotl(self.r.u8()?),
+                    5 => MapOp::BitReverse,
+                    o => return Err(DecodeError::corrupt(format!("unknown map {o}"))),
+                };
+                let child = self.node(depth + 1, None)?;
+                let w = child.width();
+                match op {
+                    MapOp::Xor(c) | MapOp::Add(c) if c > mask(w) => {
+                        return Err(DecodeError::corrupt("map constant wider than its type"));
+                    }
+                    MapOp::Rotl(r) if r == 0 || r >= w => {
+                        return Err(DecodeError::corrupt("rotation out of range"));
+                    }
+                    _ => {}
+                }
+                Node::Map {
+                    op,
+                    child: Box::new(child),
+                }
+            }
+            T_SCAN => {
+                let op = match self.r.u8()? {
+                    0 => ScanOp::XorDelta,
+                    1 => ScanOp::Diff,
+                    o => return Err(DecodeError::corrupt(format!("unknown scan {o}"))),
+                };
+                let child = self.node(depth + 1, None)?;
+                Node::Scan {
+                    op,
+                    child: Box::new(child),
+                }
+            }
+            T_MERGE => {
+                let split = match self.r.u8()? {
+                    0 => {
+                        let d = Dtype::from_wire_id(self.r.u8()?)
+                            .filter(|d| d.float_layout().is_some())
+                            .ok_or_else(|| DecodeError::corrupt("merge: not a float dtype"))?;
+                        Split::Float(d)
+                    }
+                    1 => {
+                        let c = self.r.u8()? as usize;
+                        let f = self.r.bytes(c)?.to_vec();
+                        if c < 2 || f.contains(&0) {
+                            return Err(DecodeError::corrupt("merge: bad bit fields"));
+                        }
+                        Split::Fields(f)
+                    }
+                    2 => {
+                        let w = width_ok(self.r.u8()?)?;
+                        if w % 8 != 0 || w < 16 {
+                            return Err(DecodeError::corrupt("merge: byte planes of bad width"));
+                        }
+                        Split::BytePlanes(w)
+                    }
+                    3 => {
+                        let w = width_ok(self.r.u8()?)?;
+                        if w < 2 {
+                            return Err(DecodeError::corrupt("merge: bit planes of bad width"));
+                        }
+                        Split::BitPlanes(w)
+                    }
+                    k => return Err(DecodeError::corrupt(format!("unknown split {k}"))),
+                };
+                let fields = split.fields();
+                if fields.iter().map(|&f| f as u32).sum::<u32>() > 64 {
+                    return Err(DecodeError::corrupt("merge: fields wider than 64 bits"));
+                }
+                let mut children = Vec::with_capacity(fields.len());
+                for (i, &f) in fields.iter().enumerate() {
+                    let c = self.node(depth + 1, Some(i))?;
+                    if c.width() != f {
+                        return Err(DecodeError::corrupt("merge child of wrong width"));
+                    }
+                    if let Some(first) = children.first()
+                        && Node::len(first) != c.len()
+                    {
+                        return Err(DecodeError::corrupt("merge children of different lengths"));
+                    }
+                    if let Node::Lit {
+                        codec: Codec::RansCond { sibling },
+                        ..
+                    } = &c
+                        && fields[*sibling as usize] > 8
+                    {
+                        return Err(DecodeError::corrupt("conditioning sibling wider than 8 bits"));
+                    }
+                    children.push(c);
+                }
+                Node::Merge { split, children }
+            }
+            t => return Err(DecodeError::corrupt(format!("unknown node tag {t}"))),
+        };
+        self.account(node.len())?;
+        Ok(node)
+    }
+}
