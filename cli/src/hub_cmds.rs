@@ -1,16 +1,88 @@
 //! Hub commands: mirror, pull, serve (and verify of a mirror).
 
-use anyhow::Result;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use brevis_hub::{HubClient, MirrorOptions, PullOptions, ServerOptions};
 use clap::Args;
 
 use crate::Outcome;
 use crate::progress::Ui;
+
+const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+
+/// Where the Hub is and who we are.
+#[derive(Args, Debug)]
+pub struct HubArgs {
+    /// Hub endpoint.
+    #[arg(long, env = "HF_ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    pub endpoint: String,
+    /// Access token (never printed).
+    #[arg(long, env = "HF_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Files to transfer at once.
+    #[arg(long, default_value_t = 4)]
+    pub jobs: usize,
+}
+
+impl HubArgs {
+    fn client(&self, endpoint: Option<&str>) -> Result<HubClient> {
+        Ok(
+            HubClient::new(endpoint.unwrap_or(&self.endpoint), self.token.clone())?
+                .with_concurrency(self.jobs),
+        )
+    }
+}
 
 /// Download a Hub model repo, compress it, and upload a compressed mirror.
 #[derive(Args, Debug)]
 pub struct MirrorArgs {
     /// Source repo, `org/model`.
     pub src: String,
+    /// Destination repo (default `<user or org>/<model>-brevis`).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Source revision (branch or commit).
+    #[arg(long, default_value = "main")]
+    pub revision: String,
+    #[command(flatten)]
+    pub hub: HubArgs,
+    /// Endpoint to upload the mirror to (default: --endpoint).
+    #[arg(long)]
+    pub to_endpoint: Option<String>,
+    /// Use this prior (JSON) instead of learning one.
+    #[arg(long)]
+    pub prior: Option<PathBuf>,
+    /// Create the mirror repo private.
+    #[arg(long)]
+    pub private: bool,
+    /// Only show what would be done.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Only source files matching this glob (repeatable).
+    #[arg(long)]
+    pub include: Vec<String>,
+    /// Leave out source files matching this glob (repeatable).
+    #[arg(long)]
+    pub exclude: Vec<String>,
+    /// Work folder for downloads and archives (default `$HF_HOME/brevis`).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Keep the work folder after success.
+    #[arg(long)]
+    pub keep_work: bool,
+    /// Codec threads (0 = all cores).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Codec search budget.
+    #[arg(long)]
+    pub budget: Option<u32>,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Download a mirror and restore the originals into the HF cache.
@@ -18,6 +90,29 @@ pub struct MirrorArgs {
 pub struct PullArgs {
     /// Mirror repo, `owner/model-brevis`.
     pub repo: String,
+    /// Mirror revision.
+    #[arg(long, default_value = "main")]
+    pub revision: String,
+    #[command(flatten)]
+    pub hub: HubArgs,
+    /// HF cache folder (default `$HF_HUB_CACHE`, `$HF_HOME/hub`, `~/.cache/huggingface/hub`).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Write the originals into this plain folder instead of the cache.
+    #[arg(long)]
+    pub local_dir: Option<PathBuf>,
+    /// Only source files matching this glob (repeatable).
+    #[arg(long)]
+    pub include: Vec<String>,
+    /// Leave out source files matching this glob (repeatable).
+    #[arg(long)]
+    pub exclude: Vec<String>,
+    /// Codec threads (0 = all cores).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Serve a local store with the Hub's HTTP protocol.
@@ -25,23 +120,315 @@ pub struct PullArgs {
 pub struct ServeArgs {
     /// Store root.
     #[arg(long)]
-    pub root: std::path::PathBuf,
+    pub root: PathBuf,
+    /// Address to listen on (port 0 picks a free one; the first stdout line
+    /// says `listening on http://ADDR`).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// A read+write token (repeatable). Without any token the server is open.
+    #[arg(long = "token")]
+    pub tokens: Vec<String>,
+    /// A read-only token (repeatable).
+    #[arg(long = "read-token")]
+    pub read_tokens: Vec<String>,
+    /// Commit a local folder as a repo at startup: `org/name=DIR` (repeatable).
+    #[arg(long)]
+    pub seed: Vec<String>,
+    /// Tree listing page size.
+    #[arg(long, default_value_t = 1000, hide = true)]
+    pub tree_page_size: usize,
+    /// LFS uploads larger than this many bytes use the multipart transfer.
+    #[arg(long, default_value_t = 64 << 20, hide = true)]
+    pub multipart_threshold: u64,
 }
 
-pub fn mirror(_a: MirrorArgs, _ui: &Ui) -> Result<Outcome> {
-    anyhow::bail!("mirror: not implemented yet")
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }
 
-pub fn pull(_a: PullArgs, _ui: &Ui) -> Result<Outcome> {
-    anyhow::bail!("pull: not implemented yet")
+fn work_dir(given: Option<PathBuf>) -> PathBuf {
+    given.unwrap_or_else(|| brevis_hub::cache::hf_home().join("brevis"))
 }
 
-pub fn serve(_a: ServeArgs, _ui: &Ui) -> Result<Outcome> {
-    anyhow::bail!("serve: not implemented yet")
+fn notes(ui: &Ui) -> brevis_hub::pipeline::Notes {
+    let quiet = ui.quiet;
+    Arc::new(move |m: &str| {
+        if !quiet {
+            eprintln!("{m}");
+        }
+    })
+}
+
+fn human(n: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < units.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.2} {}", units[i])
+    }
+}
+
+fn print_json(v: &impl serde::Serialize) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, v)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+pub fn mirror(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
+    let src = a.hub.client(None)?;
+    let dst = a.hub.client(a.to_endpoint.as_deref())?;
+    let mut opts = MirrorOptions::new(a.src.clone(), work_dir(a.work_dir.clone()))
+        .revision(a.revision.clone())
+        .progress(Arc::new(ui.sink()))
+        .notes(notes(ui));
+    opts.dest = a.to.clone();
+    opts.prior = a.prior.clone();
+    opts.private = a.private;
+    opts.dry_run = a.dry_run;
+    opts.include = a.include.clone();
+    opts.exclude = a.exclude.clone();
+    opts.keep_work = a.keep_work;
+    opts.threads = a.threads;
+    opts.budget = a.budget;
+    let started = std::time::Instant::now();
+    let rep = runtime()?
+        .block_on(brevis_hub::mirror(&src, &dst, &opts))
+        .with_context(|| format!("mirroring {}", a.src))?;
+    let secs = started.elapsed().as_secs_f64();
+    if a.json {
+        let mut v = serde_json::to_value(&rep)?;
+        v["ratio"] = serde_json::json!(rep.ratio());
+        v["seconds"] = serde_json::json!(secs);
+        print_json(&v)?;
+        return Ok(Outcome::Ok);
+    }
+    let mut out = std::io::stdout().lock();
+    if rep.dry_run {
+        writeln!(out, "plan: {} -> {}", rep.source_repo, rep.dest_repo)?;
+        writeln!(out, "source commit {}", rep.source_commit)?;
+        for f in &rep.files {
+            writeln!(
+                out,
+                "  {:>12}  {}  ->  {}",
+                human(f.size),
+                f.path,
+                f.archive
+            )?;
+        }
+        writeln!(
+            out,
+            "source bytes: {} ({})",
+            rep.source_bytes,
+            human(rep.source_bytes)
+        )?;
+        if rep.up_to_date {
+            writeln!(out, "the destination is already up to date")?;
+        }
+        return Ok(Outcome::Ok);
+    }
+    writeln!(
+        out,
+        "{} -> {}{}",
+        rep.source_repo,
+        rep.dest_repo,
+        if rep.up_to_date {
+            " (already up to date)"
+        } else {
+            ""
+        }
+    )?;
+    writeln!(
+        out,
+        "source bytes: {} ({})",
+        rep.source_bytes,
+        human(rep.source_bytes)
+    )?;
+    writeln!(
+        out,
+        "mirror bytes: {} ({})",
+        rep.mirror_bytes,
+        human(rep.mirror_bytes)
+    )?;
+    writeln!(out, "ratio: {:.4}", rep.ratio())?;
+    writeln!(
+        out,
+        "downloaded {}, uploaded {} ({} LFS object(s) sent, {} already there) in {secs:.1} s",
+        human(rep.downloaded_bytes),
+        human(rep.uploaded_bytes),
+        rep.lfs_objects_sent,
+        rep.lfs_objects_present
+    )?;
+    Ok(Outcome::Ok)
+}
+
+pub fn pull(a: PullArgs, ui: &Ui) -> Result<Outcome> {
+    let client = a.hub.client(None)?;
+    let cache = a
+        .cache_dir
+        .clone()
+        .unwrap_or_else(brevis_hub::cache::default_cache_dir);
+    let mut opts = PullOptions::new(a.repo.clone(), cache, work_dir(None));
+    opts.revision = a.revision.clone();
+    opts.local_dir = a.local_dir.clone();
+    opts.include = a.include.clone();
+    opts.exclude = a.exclude.clone();
+    opts.threads = a.threads;
+    opts.progress = Arc::new(ui.sink());
+    opts.notes = notes(ui);
+    let started = std::time::Instant::now();
+    let rep = runtime()?
+        .block_on(brevis_hub::pull(&client, &opts))
+        .with_context(|| format!("pulling {}", a.repo))?;
+    let secs = started.elapsed().as_secs_f64();
+    if a.json {
+        let mut v = serde_json::to_value(&rep)?;
+        v["seconds"] = serde_json::json!(secs);
+        print_json(&v)?;
+    } else {
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "{} -> {}@{}: {} file(s), {} ({} reused), downloaded {} in {secs:.1} s",
+            rep.mirror_repo,
+            rep.source_repo,
+            rep.source_commit,
+            rep.files,
+            human(rep.original_bytes),
+            rep.reused,
+            human(rep.downloaded_bytes)
+        )?;
+        writeln!(out, "{}", rep.path.display())?;
+    }
+    Ok(Outcome::Ok)
+}
+
+pub fn serve(a: ServeArgs, ui: &Ui) -> Result<Outcome> {
+    let mut opts = ServerOptions::new(a.root.clone())
+        .tree_page_size(a.tree_page_size)
+        .multipart(a.multipart_threshold, 16 << 20);
+    for t in &a.tokens {
+        opts = opts.token(t.clone());
+    }
+    for t in &a.read_tokens {
+        opts = opts.read_token(t.clone());
+    }
+    let store = brevis_hub::server::Store::open(&a.root)
+        .with_context(|| format!("opening store {}", a.root.display()))?;
+    for s in &a.seed {
+        let (repo, dir) = s
+            .split_once('=')
+            .with_context(|| format!("--seed {s:?}: expected org/name=DIR"))?;
+        let oid = store
+            .seed(repo, std::path::Path::new(dir))
+            .with_context(|| format!("seeding {repo} from {dir}"))?;
+        ui.note(format!("seeded {repo} at {oid} from {dir}"));
+    }
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let server = brevis_hub::server::start(opts, a.addr)
+            .await
+            .with_context(|| format!("listening on {}", a.addr))?;
+        {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "listening on {}", server.url())?;
+            out.flush()?;
+        }
+        wait_for_signal().await;
+        ui.note("shutting down");
+        server.shutdown().await;
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(Outcome::Ok)
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// Verify a mirror: a local folder holding `brevis.manifest.json`, or a
 /// remote mirror repo id. Returns Ok(Mismatch) when any file differs.
-pub fn verify_mirror(_target: &str, _json: bool, _ui: &Ui) -> Result<Outcome> {
-    anyhow::bail!("verify of a mirror: not implemented yet")
+pub fn verify_mirror(target: &str, json: bool, ui: &Ui) -> Result<Outcome> {
+    let path = std::path::Path::new(target);
+    let rep = if path.is_dir() {
+        brevis_hub::verify_local(path, 0).with_context(|| format!("verifying {target}"))?
+    } else {
+        let endpoint = std::env::var("HF_ENDPOINT")
+            .ok()
+            .filter(|e| !e.is_empty())
+            .unwrap_or_else(|| DEFAULT_ENDPOINT.into());
+        let token = std::env::var("HF_TOKEN").ok();
+        let client = HubClient::new(&endpoint, token)?;
+        let work = work_dir(None);
+        runtime()?
+            .block_on(brevis_hub::verify_mirror(
+                &client,
+                target,
+                "main",
+                &work,
+                0,
+                Arc::new(ui.sink()),
+            ))
+            .with_context(|| format!("verifying {target}"))?
+    };
+    if json {
+        print_json(&rep)?;
+    } else {
+        let mut out = std::io::stdout().lock();
+        for f in &rep.files {
+            writeln!(
+                out,
+                "{:<8} {}{}",
+                f.status,
+                f.path,
+                f.detail
+                    .as_deref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default()
+            )?;
+        }
+        let bad = rep.files.iter().filter(|f| f.status != "ok").count();
+        writeln!(
+            out,
+            "{}: {} file(s), {} ok, {} bad (source {}@{})",
+            rep.target,
+            rep.files.len(),
+            rep.files.len() - bad,
+            bad,
+            rep.source.repo,
+            rep.source.commit
+        )?;
+    }
+    Ok(if rep.ok {
+        Outcome::Ok
+    } else {
+        Outcome::Mismatch
+    })
 }

@@ -1,0 +1,1314 @@
+//! The Hub HTTP client: repo info, tree listing, downloads with resume,
+//! repo creation, preupload, LFS batch uploads and the NDJSON commit.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use brevis_core::ProgressSink;
+use futures_util::StreamExt as _;
+use reqwest::header::{HeaderMap, HeaderValue};
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt as _;
+
+use crate::error::{HubError, Result};
+use crate::hashing::{self, FileHashes};
+use crate::paths::{check_repo_id, check_repo_path, check_revision, encode};
+
+/// How often and how patiently requests are retried on 429, 5xx and
+/// dropped connections.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RetryPolicy {
+    /// Attempts after the first one.
+    pub max_retries: u32,
+    /// First backoff delay; doubled after each failure, capped at `max_delay`.
+    pub base_delay: Duration,
+    /// Longest delay between two attempts.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 6,
+            base_delay: Duration::from_millis(250),
+            max_delay: Duration::from_secs(20),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Set the number of retries.
+    pub fn max_retries(mut self, n: u32) -> Self {
+        self.max_retries = n;
+        self
+    }
+    /// Set the first backoff delay.
+    pub fn base_delay(mut self, d: Duration) -> Self {
+        self.base_delay = d;
+        self
+    }
+    fn delay(&self, attempt: u32) -> Duration {
+        let factor = 1u32.checked_shl(attempt.min(16)).unwrap_or(u32::MAX);
+        self.base_delay.saturating_mul(factor).min(self.max_delay)
+    }
+}
+
+/// A client for one Hub endpoint. Cheap to clone.
+#[derive(Clone)]
+pub struct HubClient {
+    endpoint: String,
+    token: Option<String>,
+    http: reqwest::Client,
+    retry: RetryPolicy,
+    concurrency: usize,
+}
+
+impl std::fmt::Debug for HubClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubClient")
+            .field("endpoint", &self.endpoint)
+            .field("token", &self.token.as_ref().map(|_| "<hidden>"))
+            .finish()
+    }
+}
+
+/// One file of a repo, as the tree listing describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoFile {
+    /// Path inside the repo (validated: relative, no `..`).
+    pub path: String,
+    /// Size of the file's content in bytes.
+    pub size: u64,
+    /// Git blob id (of the content for regular files, of the pointer for LFS files).
+    pub oid: String,
+    /// LFS SHA-256 (hex) of the content, for LFS files.
+    pub lfs_sha256: Option<String>,
+}
+
+impl RepoFile {
+    /// The id the HF cache and `ETag` use: LFS SHA-256, else the git blob id.
+    pub fn etag(&self) -> &str {
+        self.lfs_sha256.as_deref().unwrap_or(&self.oid)
+    }
+}
+
+/// What `/api/models/{repo}/revision/{rev}` says.
+#[derive(Debug, Clone)]
+pub struct RepoInfo {
+    /// Repo id.
+    pub id: String,
+    /// Commit id the revision resolves to.
+    pub sha: String,
+    /// Whether the repo is private.
+    pub private: bool,
+    /// Paths of the files at that commit.
+    pub siblings: Vec<String>,
+}
+
+/// What a `HEAD` on a resolve URL says.
+#[derive(Debug, Clone)]
+pub struct FileMetadata {
+    /// `X-Repo-Commit`.
+    pub commit: String,
+    /// `X-Linked-Etag` or `ETag`, without quotes.
+    pub etag: String,
+    /// `X-Linked-Size` or `Content-Length`.
+    pub size: u64,
+}
+
+/// What one download did.
+#[derive(Debug, Clone, Default)]
+pub struct DownloadStats {
+    /// Bytes received over the wire.
+    pub bytes_on_wire: u64,
+    /// Bytes already present from an earlier interrupted run.
+    pub resumed_from: u64,
+    /// Hashes of the complete file.
+    pub hashes: Option<FileHashes>,
+}
+
+/// What the client expects of a downloaded file.
+#[derive(Debug, Clone, Default)]
+pub struct Expect {
+    /// Size in bytes.
+    pub size: Option<u64>,
+    /// SHA-256, hex.
+    pub sha256: Option<String>,
+    /// Git blob id of the content, hex (regular files).
+    pub git_oid: Option<String>,
+}
+
+/// A local file to put into a commit.
+#[derive(Debug, Clone)]
+pub struct UploadFile {
+    /// Path in the repo.
+    pub path_in_repo: String,
+    /// Local file.
+    pub local: PathBuf,
+    /// Its size and hashes.
+    pub hashes: FileHashes,
+}
+
+/// What an upload did.
+#[derive(Debug, Clone, Default)]
+pub struct UploadStats {
+    /// Bytes sent as LFS objects.
+    pub lfs_bytes_sent: u64,
+    /// LFS objects sent.
+    pub lfs_objects_sent: usize,
+    /// LFS objects the server already had.
+    pub lfs_objects_present: usize,
+    /// Bytes sent inline in the commit (regular files).
+    pub inline_bytes_sent: u64,
+    /// The commit made, if any.
+    pub commit: Option<CommitInfo>,
+}
+
+/// A commit made on the Hub.
+#[derive(Debug, Clone)]
+pub struct CommitInfo {
+    /// Commit id.
+    pub oid: String,
+    /// URL of the commit.
+    pub url: String,
+}
+
+#[derive(Deserialize)]
+struct TreeItem {
+    #[serde(rename = "type")]
+    kind: String,
+    path: String,
+    #[serde(default)]
+    size: u64,
+    #[serde(default)]
+    oid: String,
+    #[serde(default)]
+    lfs: Option<TreeLfs>,
+}
+
+#[derive(Deserialize)]
+struct TreeLfs {
+    oid: String,
+    size: u64,
+}
+
+/// Largest JSON answer accepted from a server (tree pages, manifests).
+pub const MAX_JSON_LEN: usize = 64 << 20;
+
+impl HubClient {
+    /// A client for `endpoint` (e.g. `https://huggingface.co`), with an
+    /// optional token sent as `Authorization: Bearer` to that endpoint only.
+    pub fn new(endpoint: &str, token: Option<String>) -> Result<HubClient> {
+        let endpoint = endpoint.trim_end_matches('/').to_string();
+        if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+            return Err(HubError::invalid(
+                "endpoint",
+                &endpoint,
+                "must start with http:// or https://",
+            ));
+        }
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("brevis-hub/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(20))
+            .read_timeout(Duration::from_secs(120))
+            .build()
+            .map_err(|e| HubError::Network {
+                repo: String::new(),
+                what: "client setup",
+                attempts: 0,
+                source: Box::new(e),
+            })?;
+        Ok(HubClient {
+            endpoint,
+            token: token.filter(|t| !t.is_empty()),
+            http,
+            retry: RetryPolicy::default(),
+            concurrency: 4,
+        })
+    }
+
+    /// Use this retry policy.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Download or upload up to `n` files at once.
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// The endpoint, without a trailing slash.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Whether a token is set.
+    pub fn has_token(&self) -> bool {
+        self.token.is_some()
+    }
+
+    fn request(&self, method: Method, url: &str) -> RequestBuilder {
+        let rb = self.http.request(method, url);
+        match &self.token {
+            Some(t) if url.starts_with(&self.endpoint) => rb.bearer_auth(t),
+            _ => rb,
+        }
+    }
+
+    /// Send with retries on connection errors, 429 and 5xx.
+    async fn send<F>(&self, repo: &str, what: &'static str, mut build: F) -> Result<Response>
+    where
+        F: FnMut() -> Result<RequestBuilder>,
+    {
+        let mut attempt = 0u32;
+        loop {
+            let outcome = build()?.send().await;
+            match outcome {
+                Ok(resp) if is_retryable(resp.status()) && attempt < self.retry.max_retries => {
+                    let wait = retry_after(resp.headers()).unwrap_or(self.retry.delay(attempt));
+                    tokio::time::sleep(wait.min(self.retry.max_delay)).await;
+                }
+                Ok(resp) => return Ok(resp),
+                Err(e) if attempt < self.retry.max_retries && !e.is_builder() => {
+                    tokio::time::sleep(self.retry.delay(attempt)).await;
+                }
+                Err(e) => {
+                    return Err(HubError::Network {
+                        repo: repo.into(),
+                        what,
+                        attempts: attempt + 1,
+                        source: Box::new(e),
+                    });
+                }
+            }
+            attempt += 1;
+        }
+    }
+
+    async fn json(&self, resp: Response, repo: &str, what: &'static str) -> Result<Value> {
+        let bytes = read_limited(resp, MAX_JSON_LEN)
+            .await
+            .map_err(|r| HubError::protocol(repo, what, r))?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| HubError::protocol(repo, what, format!("bad JSON: {e}")))
+    }
+
+    /// `/api/models/{repo}/revision/{rev}`.
+    pub async fn repo_info(&self, repo: &str, revision: &str) -> Result<RepoInfo> {
+        check_repo_id(repo)?;
+        check_revision(revision)?;
+        let url = format!(
+            "{}/api/models/{}/revision/{}",
+            self.endpoint,
+            repo,
+            encode(revision, false)
+        );
+        let resp = self
+            .send(repo, "repo info", || Ok(self.request(Method::GET, &url)))
+            .await?;
+        let resp = check(
+            resp,
+            repo,
+            None,
+            Some(revision),
+            "repo info",
+            &self.endpoint,
+        )
+        .await?;
+        let v = self.json(resp, repo, "repo info").await?;
+        let sha = v
+            .get("sha")
+            .and_then(Value::as_str)
+            .ok_or_else(|| HubError::protocol(repo, "repo info", "no sha"))?;
+        if sha.len() != 40 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(HubError::protocol(
+                repo,
+                "repo info",
+                "sha is not a commit id",
+            ));
+        }
+        let siblings = v
+            .get("siblings")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.get("rfilename").and_then(Value::as_str))
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(RepoInfo {
+            id: repo.to_string(),
+            sha: sha.to_string(),
+            private: v.get("private").and_then(Value::as_bool).unwrap_or(false),
+            siblings,
+        })
+    }
+
+    /// Recursive tree listing at `revision` (following `Link` cursor pages).
+    /// Every path is validated; a listing with `..`, absolute paths or
+    /// backslashes is refused as a whole.
+    pub async fn list_files(&self, repo: &str, revision: &str) -> Result<Vec<RepoFile>> {
+        check_repo_id(repo)?;
+        check_revision(revision)?;
+        let mut url = format!(
+            "{}/api/models/{}/tree/{}?recursive=true&expand=false",
+            self.endpoint,
+            repo,
+            encode(revision, false)
+        );
+        let mut out = Vec::new();
+        for _page in 0..100_000 {
+            let u = url.clone();
+            let resp = self
+                .send(repo, "tree listing", || Ok(self.request(Method::GET, &u)))
+                .await?;
+            let resp = check(
+                resp,
+                repo,
+                None,
+                Some(revision),
+                "tree listing",
+                &self.endpoint,
+            )
+            .await?;
+            let next = next_link(resp.headers());
+            let v = self.json(resp, repo, "tree listing").await?;
+            let items: Vec<TreeItem> = serde_json::from_value(v)
+                .map_err(|e| HubError::protocol(repo, "tree listing", e.to_string()))?;
+            for it in items {
+                check_repo_path(&it.path)?;
+                if it.kind != "file" {
+                    continue;
+                }
+                let lfs_sha256 = match it.lfs {
+                    Some(l) => {
+                        if !is_hex(&l.oid, 64) {
+                            return Err(HubError::protocol(repo, "tree listing", "bad LFS oid"));
+                        }
+                        if l.size != it.size {
+                            return Err(HubError::protocol(
+                                repo,
+                                "tree listing",
+                                "LFS size differs",
+                            ));
+                        }
+                        Some(l.oid.to_ascii_lowercase())
+                    }
+                    None => None,
+                };
+                out.push(RepoFile {
+                    path: it.path,
+                    size: it.size,
+                    oid: it.oid,
+                    lfs_sha256,
+                });
+            }
+            match next {
+                Some(n) => {
+                    url = if n.starts_with('/') {
+                        format!("{}{}", self.endpoint, n)
+                    } else {
+                        n
+                    }
+                }
+                None => {
+                    out.sort_by(|a, b| a.path.cmp(&b.path));
+                    out.dedup_by(|a, b| a.path == b.path);
+                    return Ok(out);
+                }
+            }
+        }
+        Err(HubError::protocol(repo, "tree listing", "too many pages"))
+    }
+
+    fn resolve_url(&self, repo: &str, revision: &str, path: &str) -> String {
+        format!(
+            "{}/{}/resolve/{}/{}",
+            self.endpoint,
+            repo,
+            encode(revision, false),
+            encode(path, true)
+        )
+    }
+
+    /// `HEAD` on a file: commit, ETag and size.
+    pub async fn file_metadata(
+        &self,
+        repo: &str,
+        revision: &str,
+        path: &str,
+    ) -> Result<FileMetadata> {
+        check_repo_id(repo)?;
+        check_revision(revision)?;
+        check_repo_path(path)?;
+        let url = self.resolve_url(repo, revision, path);
+        let resp = self
+            .send(repo, "file metadata", || {
+                Ok(self
+                    .request(Method::HEAD, &url)
+                    .header("Accept-Encoding", "identity"))
+            })
+            .await?;
+        let resp = check(
+            resp,
+            repo,
+            Some(path),
+            Some(revision),
+            "file metadata",
+            &self.endpoint,
+        )
+        .await?;
+        let h = resp.headers();
+        let get = |k: &str| h.get(k).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let commit = get("x-repo-commit")
+            .ok_or_else(|| HubError::protocol(repo, "file metadata", "no X-Repo-Commit"))?;
+        let etag = get("x-linked-etag")
+            .or_else(|| get("etag"))
+            .ok_or_else(|| HubError::protocol(repo, "file metadata", "no ETag"))?;
+        let etag = etag.trim_start_matches("W/").trim_matches('"').to_string();
+        let size = get("x-linked-size")
+            .or_else(|| get("content-length"))
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| HubError::protocol(repo, "file metadata", "no size"))?;
+        Ok(FileMetadata { commit, etag, size })
+    }
+
+    /// Download one file to `dst` atomically. A partial `dst.incomplete` left
+    /// by an earlier run is resumed with `Range`; a dropped connection is
+    /// resumed the same way. Size and hashes are checked against `expect`
+    /// before the file is renamed into place.
+    pub async fn download_file(
+        &self,
+        repo: &str,
+        revision: &str,
+        path: &str,
+        dst: &Path,
+        expect: &Expect,
+        progress: &dyn ProgressSink,
+    ) -> Result<DownloadStats> {
+        check_repo_id(repo)?;
+        check_revision(revision)?;
+        check_repo_path(path)?;
+        let url = self.resolve_url(repo, revision, path);
+        let part = incomplete_path(dst);
+        if let Some(parent) = dst.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| HubError::io(parent, e))?;
+        }
+        let mut stats = DownloadStats::default();
+        let mut have = match tokio::fs::metadata(&part).await {
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        };
+        if expect.size.is_some_and(|s| have > s) {
+            have = 0;
+            let _ = tokio::fs::remove_file(&part).await;
+        }
+        stats.resumed_from = have;
+        progress.advance(have);
+        let mut failures = 0u32;
+        loop {
+            if expect.size == Some(have) && have > 0 {
+                break;
+            }
+            let resp = self
+                .send(repo, "download", || {
+                    let mut rb = self.request(Method::GET, &url);
+                    if have > 0 {
+                        rb = rb.header("Range", format!("bytes={have}-"));
+                    }
+                    Ok(rb)
+                })
+                .await?;
+            if resp.status() == StatusCode::RANGE_NOT_SATISFIABLE {
+                // The partial file is not a prefix of this file: start over.
+                have = 0;
+                let _ = tokio::fs::remove_file(&part).await;
+                failures += 1;
+                if failures > self.retry.max_retries {
+                    return Err(HubError::protocol(
+                        repo,
+                        "download",
+                        "range not satisfiable",
+                    ));
+                }
+                continue;
+            }
+            let resp = check(
+                resp,
+                repo,
+                Some(path),
+                Some(revision),
+                "download",
+                &self.endpoint,
+            )
+            .await?;
+            let append = resp.status() == StatusCode::PARTIAL_CONTENT;
+            if append {
+                let start = content_range_start(resp.headers());
+                if start != Some(have) {
+                    return Err(HubError::protocol(
+                        repo,
+                        "download",
+                        "Content-Range does not match",
+                    ));
+                }
+            } else if have > 0 {
+                progress.advance(0);
+                have = 0;
+            }
+            let mut file = tokio::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(append)
+                .truncate(!append)
+                .open(&part)
+                .await
+                .map_err(|e| HubError::io(&part, e))?;
+            let mut body = resp.bytes_stream();
+            let mut broke = None;
+            while let Some(chunk) = body.next().await {
+                match chunk {
+                    Ok(c) => {
+                        if expect.size.is_some_and(|s| have + c.len() as u64 > s) {
+                            let _ = tokio::fs::remove_file(&part).await;
+                            return Err(HubError::protocol(
+                                repo,
+                                "download",
+                                "more bytes than the expected size",
+                            ));
+                        }
+                        file.write_all(&c)
+                            .await
+                            .map_err(|e| HubError::io(&part, e))?;
+                        have += c.len() as u64;
+                        stats.bytes_on_wire += c.len() as u64;
+                        progress.advance(c.len() as u64);
+                    }
+                    Err(e) => {
+                        broke = Some(e);
+                        break;
+                    }
+                }
+            }
+            file.flush().await.map_err(|e| HubError::io(&part, e))?;
+            file.sync_all().await.map_err(|e| HubError::io(&part, e))?;
+            drop(file);
+            match broke {
+                None => {
+                    if expect.size.is_none() || expect.size == Some(have) {
+                        break;
+                    }
+                    failures += 1;
+                }
+                Some(e) => {
+                    failures += 1;
+                    if failures > self.retry.max_retries {
+                        return Err(HubError::Network {
+                            repo: repo.into(),
+                            what: "download",
+                            attempts: failures,
+                            source: Box::new(e),
+                        });
+                    }
+                }
+            }
+            if failures > self.retry.max_retries {
+                return Err(HubError::protocol(repo, "download", "file ended early"));
+            }
+            tokio::time::sleep(self.retry.delay(failures.saturating_sub(1))).await;
+        }
+        let hashes = hashing::hash_file_async(&part).await?;
+        let bad = |expected: &str, actual: &str| HubError::Integrity {
+            repo: repo.into(),
+            file: path.into(),
+            expected: expected.into(),
+            actual: actual.into(),
+        };
+        if let Some(s) = expect.size
+            && s != hashes.size
+        {
+            let _ = tokio::fs::remove_file(&part).await;
+            return Err(bad(
+                &format!("{s} bytes"),
+                &format!("{} bytes", hashes.size),
+            ));
+        }
+        if let Some(want) = &expect.sha256
+            && !want.eq_ignore_ascii_case(&hashes.sha256_hex())
+        {
+            let _ = tokio::fs::remove_file(&part).await;
+            return Err(bad(want, &hashes.sha256_hex()));
+        }
+        if let Some(want) = &expect.git_oid
+            && !want.eq_ignore_ascii_case(&hashes.git_oid)
+        {
+            let _ = tokio::fs::remove_file(&part).await;
+            return Err(bad(want, &hashes.git_oid));
+        }
+        tokio::fs::rename(&part, dst)
+            .await
+            .map_err(|e| HubError::io(dst, e))?;
+        stats.hashes = Some(hashes);
+        Ok(stats)
+    }
+
+    /// Download several files at once (up to the client's concurrency), each
+    /// with [`HubClient::download_file`]. Progress is one unit for all files.
+    pub async fn download_many(
+        &self,
+        repo: &str,
+        revision: &str,
+        files: &[(String, PathBuf, Expect)],
+        progress: Arc<dyn ProgressSink>,
+    ) -> Result<Vec<DownloadStats>> {
+        let total: u64 = files.iter().filter_map(|f| f.2.size).sum();
+        progress.start(&format!("download {repo}"), total);
+        let results: Vec<Result<DownloadStats>> = futures_util::stream::iter(files.iter())
+            .map(|(path, dst, expect)| {
+                let p = progress.clone();
+                async move {
+                    self.download_file(repo, revision, path, dst, expect, &*p)
+                        .await
+                }
+            })
+            .buffered(self.concurrency)
+            .collect()
+            .await;
+        progress.finish();
+        results.into_iter().collect()
+    }
+
+    /// The user name behind the token (`/api/whoami-v2`).
+    pub async fn whoami(&self) -> Result<String> {
+        let url = format!("{}/api/whoami-v2", self.endpoint);
+        let resp = self
+            .send("", "whoami", || Ok(self.request(Method::GET, &url)))
+            .await?;
+        let resp = check(resp, "", None, None, "whoami", &self.endpoint).await?;
+        let v = self.json(resp, "", "whoami").await?;
+        v.get("name")
+            .and_then(Value::as_str)
+            .map(String::from)
+            .ok_or_else(|| HubError::protocol("", "whoami", "no name"))
+    }
+
+    /// Create a model repo (`/api/repos/create`). With `exist_ok`, an
+    /// existing repo (409) is fine.
+    pub async fn create_repo(&self, repo: &str, private: bool, exist_ok: bool) -> Result<()> {
+        check_repo_id(repo)?;
+        let (org, name) = repo.split_once('/').unwrap_or(("", repo));
+        let url = format!("{}/api/repos/create", self.endpoint);
+        let body = json!({"name": name, "organization": org, "private": private, "type": "model"});
+        let resp = self
+            .send(repo, "create repo", || {
+                Ok(self.request(Method::POST, &url).json(&body))
+            })
+            .await?;
+        if resp.status() == StatusCode::CONFLICT {
+            return if exist_ok {
+                Ok(())
+            } else {
+                Err(HubError::RepoExists { repo: repo.into() })
+            };
+        }
+        check(resp, repo, None, None, "create repo", &self.endpoint).await?;
+        Ok(())
+    }
+
+    /// Ask which files go through LFS and which the server already has
+    /// (`/api/models/{repo}/preupload/{rev}`). Returns, per file in order,
+    /// (is LFS, remote git blob id if the path already exists).
+    pub async fn preupload(
+        &self,
+        repo: &str,
+        revision: &str,
+        files: &[UploadFile],
+    ) -> Result<Vec<(bool, Option<String>)>> {
+        let url = format!(
+            "{}/api/models/{}/preupload/{}",
+            self.endpoint,
+            repo,
+            encode(revision, false)
+        );
+        let mut out = Vec::with_capacity(files.len());
+        for chunk in files.chunks(250) {
+            let mut list = Vec::new();
+            for f in chunk {
+                let sample = hashing::read_sample(&f.local, 512).await?;
+                list.push(json!({
+                    "path": f.path_in_repo,
+                    "size": f.hashes.size,
+                    "sample": base64::engine::general_purpose::STANDARD.encode(sample),
+                }));
+            }
+            let body = json!({"files": list});
+            let resp = self
+                .send(repo, "preupload", || {
+                    Ok(self.request(Method::POST, &url).json(&body))
+                })
+                .await?;
+            let resp = check(
+                resp,
+                repo,
+                None,
+                Some(revision),
+                "preupload",
+                &self.endpoint,
+            )
+            .await?;
+            let v = self.json(resp, repo, "preupload").await?;
+            let answers = v
+                .get("files")
+                .and_then(Value::as_array)
+                .ok_or_else(|| HubError::protocol(repo, "preupload", "no files"))?;
+            for f in chunk {
+                let a = answers
+                    .iter()
+                    .find(|a| a.get("path").and_then(Value::as_str) == Some(&f.path_in_repo))
+                    .ok_or_else(|| {
+                        HubError::protocol(
+                            repo,
+                            "preupload",
+                            format!("no answer for {}", f.path_in_repo),
+                        )
+                    })?;
+                let lfs = a.get("uploadMode").and_then(Value::as_str) == Some("lfs");
+                let oid = a.get("oid").and_then(Value::as_str).map(String::from);
+                out.push((lfs, oid));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Upload LFS objects the server does not have yet (LFS batch API, basic
+    /// or multipart transfer, then verify). Returns (bytes sent, objects
+    /// sent, objects already present).
+    pub async fn upload_lfs(
+        &self,
+        repo: &str,
+        revision: &str,
+        files: &[&UploadFile],
+        progress: Arc<dyn ProgressSink>,
+    ) -> Result<(u64, usize, usize)> {
+        let url = format!("{}/{}.git/info/lfs/objects/batch", self.endpoint, repo);
+        let mut todo: Vec<(&UploadFile, Value)> = Vec::new();
+        let mut present = 0usize;
+        for chunk in files.chunks(100) {
+            let objects: Vec<Value> = chunk
+                .iter()
+                .map(|f| json!({"oid": f.hashes.sha256_hex(), "size": f.hashes.size}))
+                .collect();
+            let body = json!({
+                "operation": "upload",
+                "transfers": ["basic", "multipart"],
+                "objects": objects,
+                "hash_algo": "sha256",
+                "ref": {"name": format!("refs/heads/{revision}")},
+            });
+            let body = serde_json::to_vec(&body).unwrap_or_default();
+            let resp = self
+                .send(repo, "LFS batch", || {
+                    Ok(self
+                        .request(Method::POST, &url)
+                        .header("Accept", "application/vnd.git-lfs+json")
+                        .header("Content-Type", "application/vnd.git-lfs+json")
+                        .body(body.clone()))
+                })
+                .await?;
+            let resp = check(
+                resp,
+                repo,
+                None,
+                Some(revision),
+                "LFS batch",
+                &self.endpoint,
+            )
+            .await?;
+            let v = self.json(resp, repo, "LFS batch").await?;
+            let objs = v
+                .get("objects")
+                .and_then(Value::as_array)
+                .ok_or_else(|| HubError::protocol(repo, "LFS batch", "no objects"))?;
+            for f in chunk {
+                let oid = f.hashes.sha256_hex();
+                let o = objs
+                    .iter()
+                    .find(|o| o.get("oid").and_then(Value::as_str) == Some(&oid))
+                    .ok_or_else(|| {
+                        HubError::protocol(repo, "LFS batch", "object missing in answer")
+                    })?;
+                if let Some(err) = o.get("error") {
+                    return Err(HubError::Http {
+                        repo: repo.into(),
+                        file: Some(f.path_in_repo.clone()),
+                        what: "LFS batch",
+                        status: err.get("code").and_then(Value::as_u64).unwrap_or(0) as u16,
+                        message: err
+                            .get("message")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .into(),
+                    });
+                }
+                match o.get("actions") {
+                    Some(a) if a.get("upload").is_some() => todo.push((f, a.clone())),
+                    _ => present += 1,
+                }
+            }
+        }
+        let total: u64 = todo.iter().map(|(f, _)| f.hashes.size).sum();
+        progress.start(&format!("upload {repo}"), total);
+        let results: Vec<Result<u64>> = futures_util::stream::iter(todo.iter())
+            .map(|(f, actions)| {
+                let p = progress.clone();
+                async move { self.upload_one(repo, f, actions, &*p).await }
+            })
+            .buffer_unordered(self.concurrency)
+            .collect()
+            .await;
+        progress.finish();
+        let mut sent = 0;
+        for r in results {
+            sent += r?;
+        }
+        Ok((sent, todo.len(), present))
+    }
+
+    async fn upload_one(
+        &self,
+        repo: &str,
+        f: &UploadFile,
+        actions: &Value,
+        progress: &dyn ProgressSink,
+    ) -> Result<u64> {
+        let upload = &actions["upload"];
+        let href = upload
+            .get("href")
+            .and_then(Value::as_str)
+            .ok_or_else(|| HubError::protocol(repo, "LFS upload", "no href"))?;
+        let header = upload.get("header").and_then(Value::as_object);
+        let chunk_size = header.and_then(|h| h.get("chunk_size")).and_then(|c| {
+            c.as_str()
+                .and_then(|s| s.parse::<u64>().ok())
+                .or(c.as_u64())
+        });
+        let size = f.hashes.size;
+        if let (Some(chunk), Some(h)) = (chunk_size, header) {
+            if chunk == 0 {
+                return Err(HubError::protocol(repo, "LFS upload", "chunk_size 0"));
+            }
+            let mut parts: Vec<(u64, String)> = h
+                .iter()
+                .filter_map(|(k, v)| Some((k.parse::<u64>().ok()?, v.as_str()?.to_string())))
+                .collect();
+            parts.sort();
+            if parts.len() as u64 != size.div_ceil(chunk) {
+                return Err(HubError::protocol(
+                    repo,
+                    "LFS upload",
+                    "wrong number of parts",
+                ));
+            }
+            let mut etags = Vec::new();
+            for (i, (n, part_url)) in parts.iter().enumerate() {
+                let start = i as u64 * chunk;
+                let len = chunk.min(size - start);
+                let data = hashing::read_range(&f.local, start, len).await?;
+                let resp = self
+                    .send(repo, "LFS part upload", || {
+                        Ok(self.request(Method::PUT, part_url).body(data.clone()))
+                    })
+                    .await?;
+                let resp = check(
+                    resp,
+                    repo,
+                    Some(&f.path_in_repo),
+                    None,
+                    "LFS part upload",
+                    &self.endpoint,
+                )
+                .await?;
+                let etag = resp
+                    .headers()
+                    .get("etag")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string();
+                etags.push(json!({"partNumber": n, "etag": etag}));
+                progress.advance(len);
+            }
+            let body = json!({"oid": f.hashes.sha256_hex(), "parts": etags});
+            let resp = self
+                .send(repo, "LFS multipart completion", || {
+                    Ok(self
+                        .request(Method::POST, href)
+                        .header("Accept", "application/vnd.git-lfs+json")
+                        .header("Content-Type", "application/vnd.git-lfs+json")
+                        .json(&body))
+                })
+                .await?;
+            check(
+                resp,
+                repo,
+                Some(&f.path_in_repo),
+                None,
+                "LFS multipart completion",
+                &self.endpoint,
+            )
+            .await?;
+        } else {
+            let local = f.local.clone();
+            let hdrs = header_map(header);
+            let resp = self
+                .send(repo, "LFS upload", || {
+                    let body = hashing::file_body(&local)?;
+                    Ok(self
+                        .request(Method::PUT, href)
+                        .headers(hdrs.clone())
+                        .body(body))
+                })
+                .await?;
+            check(
+                resp,
+                repo,
+                Some(&f.path_in_repo),
+                None,
+                "LFS upload",
+                &self.endpoint,
+            )
+            .await?;
+            progress.advance(size);
+        }
+        if let Some(verify) = actions.get("verify") {
+            let vurl = verify
+                .get("href")
+                .and_then(Value::as_str)
+                .ok_or_else(|| HubError::protocol(repo, "LFS verify", "no href"))?;
+            let hdrs = header_map(verify.get("header").and_then(Value::as_object));
+            let body = json!({"oid": f.hashes.sha256_hex(), "size": size});
+            let resp = self
+                .send(repo, "LFS verify", || {
+                    Ok(self
+                        .request(Method::POST, vurl)
+                        .headers(hdrs.clone())
+                        .json(&body))
+                })
+                .await?;
+            check(
+                resp,
+                repo,
+                Some(&f.path_in_repo),
+                None,
+                "LFS verify",
+                &self.endpoint,
+            )
+            .await?;
+        }
+        Ok(size)
+    }
+
+    /// Make a commit with the NDJSON commit API. `lfs` files are referenced by
+    /// SHA-256 (their objects must be uploaded already); `regular` files are
+    /// sent inline; `deleted` paths are removed.
+    pub async fn commit(
+        &self,
+        repo: &str,
+        revision: &str,
+        summary: &str,
+        lfs: &[&UploadFile],
+        regular: &[&UploadFile],
+        deleted: &[String],
+    ) -> Result<(CommitInfo, u64)> {
+        let mut lines = Vec::new();
+        let mut header = serde_json::to_vec(
+            &json!({"key": "header", "value": {"summary": summary, "description": ""}}),
+        )
+        .unwrap_or_default();
+        header.push(b'\n');
+        lines.extend(header);
+        let mut inline = 0u64;
+        for f in regular {
+            let data = tokio::fs::read(&f.local)
+                .await
+                .map_err(|e| HubError::io(&f.local, e))?;
+            inline += data.len() as u64;
+            let v = json!({"key": "file", "value": {
+                "path": f.path_in_repo,
+                "encoding": "base64",
+                "content": base64::engine::general_purpose::STANDARD.encode(&data),
+            }});
+            lines.extend(serde_json::to_vec(&v).unwrap_or_default());
+            lines.push(b'\n');
+        }
+        for f in lfs {
+            let v = json!({"key": "lfsFile", "value": {
+                "path": f.path_in_repo, "algo": "sha256", "oid": f.hashes.sha256_hex(), "size": f.hashes.size,
+            }});
+            lines.extend(serde_json::to_vec(&v).unwrap_or_default());
+            lines.push(b'\n');
+        }
+        for p in deleted {
+            let v = json!({"key": "deletedFile", "value": {"path": p}});
+            lines.extend(serde_json::to_vec(&v).unwrap_or_default());
+            lines.push(b'\n');
+        }
+        let url = format!(
+            "{}/api/models/{}/commit/{}",
+            self.endpoint,
+            repo,
+            encode(revision, false)
+        );
+        let resp = self
+            .send(repo, "commit", || {
+                Ok(self
+                    .request(Method::POST, &url)
+                    .header("Content-Type", "application/x-ndjson")
+                    .body(lines.clone()))
+            })
+            .await?;
+        let resp = check(resp, repo, None, Some(revision), "commit", &self.endpoint).await?;
+        let v = self.json(resp, repo, "commit").await?;
+        let oid = v
+            .get("commitOid")
+            .and_then(Value::as_str)
+            .ok_or_else(|| HubError::protocol(repo, "commit", "no commitOid"))?;
+        let url = v.get("commitUrl").and_then(Value::as_str).unwrap_or("");
+        Ok((
+            CommitInfo {
+                oid: oid.into(),
+                url: url.into(),
+            },
+            inline,
+        ))
+    }
+
+    /// Upload files in one commit: preupload to sort LFS from regular
+    /// files, LFS batch to send only objects the server lacks, then the
+    /// commit (with `deleted` paths removed). Regular files whose remote blob
+    /// id already matches are left out of the commit.
+    pub async fn upload_files(
+        &self,
+        repo: &str,
+        revision: &str,
+        summary: &str,
+        files: &[UploadFile],
+        deleted: &[String],
+        progress: Arc<dyn ProgressSink>,
+    ) -> Result<UploadStats> {
+        check_repo_id(repo)?;
+        check_revision(revision)?;
+        for f in files {
+            check_repo_path(&f.path_in_repo)?;
+        }
+        let modes = self.preupload(repo, revision, files).await?;
+        let mut lfs = Vec::new();
+        let mut regular = Vec::new();
+        for (f, (is_lfs, remote)) in files.iter().zip(modes) {
+            if is_lfs {
+                lfs.push(f);
+            } else if remote.as_deref() != Some(f.hashes.git_oid.as_str()) {
+                regular.push(f);
+            }
+        }
+        let mut stats = UploadStats::default();
+        let (sent, n_sent, n_present) = self.upload_lfs(repo, revision, &lfs, progress).await?;
+        stats.lfs_bytes_sent = sent;
+        stats.lfs_objects_sent = n_sent;
+        stats.lfs_objects_present = n_present;
+        let (info, inline) = self
+            .commit(repo, revision, summary, &lfs, &regular, deleted)
+            .await?;
+        stats.inline_bytes_sent = inline;
+        stats.commit = Some(info);
+        Ok(stats)
+    }
+}
+
+fn header_map(h: Option<&serde_json::Map<String, Value>>) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    if let Some(h) = h {
+        for (k, v) in h {
+            if let (Ok(name), Some(Ok(val))) = (
+                reqwest::header::HeaderName::from_bytes(k.as_bytes()),
+                v.as_str().map(HeaderValue::from_str),
+            ) {
+                out.insert(name, val);
+            }
+        }
+    }
+    out
+}
+
+fn is_retryable(s: StatusCode) -> bool {
+    matches!(s.as_u16(), 429 | 500 | 502 | 503 | 504)
+}
+
+fn retry_after(h: &HeaderMap) -> Option<Duration> {
+    h.get("retry-after")?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(Duration::from_secs)
+}
+
+fn is_hex(s: &str, len: usize) -> bool {
+    s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// `<url>; rel="next"` from a `Link` header.
+fn next_link(h: &HeaderMap) -> Option<String> {
+    let link = h.get("link")?.to_str().ok()?;
+    for part in link.split(',') {
+        let mut it = part.split(';');
+        let url = it.next()?.trim();
+        if it.any(|p| p.trim().replace(' ', "") == "rel=\"next\"") {
+            return Some(
+                url.trim_start_matches('<')
+                    .trim_end_matches('>')
+                    .to_string(),
+            );
+        }
+    }
+    None
+}
+
+fn content_range_start(h: &HeaderMap) -> Option<u64> {
+    let v = h.get("content-range")?.to_str().ok()?;
+    let rest = v.strip_prefix("bytes ")?;
+    rest.split('-').next()?.parse().ok()
+}
+
+/// `dst` with `.incomplete` appended (the name `huggingface_hub` uses too).
+pub fn incomplete_path(dst: &Path) -> PathBuf {
+    let mut s = dst.as_os_str().to_owned();
+    s.push(".incomplete");
+    PathBuf::from(s)
+}
+
+async fn read_limited(mut resp: Response, limit: usize) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    while let Some(c) = resp.chunk().await.map_err(|e| e.to_string())? {
+        if out.len() + c.len() > limit {
+            return Err(format!("answer longer than {limit} bytes"));
+        }
+        out.extend_from_slice(&c);
+    }
+    Ok(out)
+}
+
+/// Turn an error status into a [`HubError`], reading `X-Error-Code`.
+async fn check(
+    resp: Response,
+    repo: &str,
+    file: Option<&str>,
+    revision: Option<&str>,
+    what: &'static str,
+    endpoint: &str,
+) -> Result<Response> {
+    let status = resp.status();
+    if status.is_success() {
+        return Ok(resp);
+    }
+    let code = resp
+        .headers()
+        .get("x-error-code")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let header_msg = resp
+        .headers()
+        .get("x-error-message")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    match code.as_deref() {
+        Some("RepoNotFound") => {
+            return Err(HubError::RepoNotFound {
+                repo: repo.into(),
+                endpoint: endpoint.into(),
+            });
+        }
+        Some("RevisionNotFound") => {
+            return Err(HubError::RevisionNotFound {
+                repo: repo.into(),
+                revision: revision.unwrap_or("").into(),
+            });
+        }
+        Some("EntryNotFound") => {
+            return Err(HubError::EntryNotFound {
+                repo: repo.into(),
+                file: file.unwrap_or("").into(),
+            });
+        }
+        _ => {}
+    }
+    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+        return Err(HubError::Unauthorized {
+            repo: repo.into(),
+            status: status.as_u16(),
+        });
+    }
+    let body = read_limited(resp, 64 << 10).await.unwrap_or_default();
+    let mut message = header_msg.unwrap_or_else(|| {
+        serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|v| v.get("error").and_then(Value::as_str).map(String::from))
+            .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned())
+    });
+    if message.len() > 300 {
+        let mut cut = 300;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+    }
+    if status == StatusCode::NOT_FOUND && file.is_some() && what != "LFS upload" {
+        return Err(HubError::EntryNotFound {
+            repo: repo.into(),
+            file: file.unwrap_or("").into(),
+        });
+    }
+    Err(HubError::Http {
+        repo: repo.into(),
+        file: file.map(String::from),
+        what,
+        status: status.as_u16(),
+        message,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_header() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "link",
+            HeaderValue::from_static(
+                "<http://x/api/models/a/b/tree/main?cursor=abc>; rel=\"next\"",
+            ),
+        );
+        assert_eq!(
+            next_link(&h).as_deref(),
+            Some("http://x/api/models/a/b/tree/main?cursor=abc")
+        );
+    }
+
+    #[test]
+    fn token_hidden_in_debug() {
+        let c = HubClient::new("http://127.0.0.1:1", Some("hf_secret".into())).unwrap();
+        assert!(!format!("{c:?}").contains("hf_secret"));
+    }
+}

@@ -1,0 +1,166 @@
+//! Errors of the Hub adapter (one enum for the whole boundary).
+
+use std::path::PathBuf;
+
+/// Anything that can go wrong talking to a Hub, mirroring, pulling or serving.
+///
+/// HTTP errors keep the repo id, the file (when there is one) and the status.
+/// The token is never part of any message.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HubError {
+    /// The repo does not exist (or the token may not see it).
+    #[error("repository {repo} not found on {endpoint}")]
+    RepoNotFound {
+        /// Repo id.
+        repo: String,
+        /// Hub endpoint.
+        endpoint: String,
+    },
+    /// The revision does not exist in the repo.
+    #[error("revision {revision} not found in {repo}")]
+    RevisionNotFound {
+        /// Repo id.
+        repo: String,
+        /// Revision asked for.
+        revision: String,
+    },
+    /// The file does not exist at that revision.
+    #[error("{file} not found in {repo}")]
+    EntryNotFound {
+        /// Repo id.
+        repo: String,
+        /// File path in the repo.
+        file: String,
+    },
+    /// The Hub refused the token (401/403).
+    #[error("{repo}: the Hub refused the token ({status}): check HF_TOKEN / --token")]
+    Unauthorized {
+        /// Repo id (or the endpoint used).
+        repo: String,
+        /// HTTP status.
+        status: u16,
+    },
+    /// The repo already exists (creating it).
+    #[error("repository {repo} already exists")]
+    RepoExists {
+        /// Repo id.
+        repo: String,
+    },
+    /// Any other HTTP failure.
+    #[error("{repo}{}: HTTP {status} from {what}: {message}", file.as_deref().map(|f| format!(" {f}")).unwrap_or_default())]
+    Http {
+        /// Repo id.
+        repo: String,
+        /// File, when the request was about one.
+        file: Option<String>,
+        /// Which call failed (e.g. `tree listing`).
+        what: &'static str,
+        /// HTTP status.
+        status: u16,
+        /// The server's message, shortened.
+        message: String,
+    },
+    /// A connection failed and retries were exhausted.
+    #[error("{repo}: {what} failed after {attempts} attempts: {source}")]
+    Network {
+        /// Repo id.
+        repo: String,
+        /// Which call failed.
+        what: &'static str,
+        /// Attempts made.
+        attempts: u32,
+        /// The last cause.
+        source: Box<reqwest::Error>,
+    },
+    /// The server answered something this client cannot use.
+    #[error("{repo}: unexpected answer to {what}: {reason}")]
+    Protocol {
+        /// Repo id.
+        repo: String,
+        /// Which call.
+        what: &'static str,
+        /// What was wrong.
+        reason: String,
+    },
+    /// A repo id, revision, glob or path is not acceptable.
+    #[error("invalid {what} {value:?}: {reason}")]
+    Invalid {
+        /// What kind of value (repo id, path, revision...).
+        what: &'static str,
+        /// The value.
+        value: String,
+        /// Why.
+        reason: String,
+    },
+    /// Downloaded or decoded bytes do not hash to what the Hub or manifest records.
+    #[error("{repo} {file}: SHA-256 mismatch: expected {expected}, got {actual}")]
+    Integrity {
+        /// Repo id.
+        repo: String,
+        /// File path.
+        file: String,
+        /// Expected hex digest.
+        expected: String,
+        /// Actual hex digest.
+        actual: String,
+    },
+    /// Local file I/O.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file involved.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The codec failed to compress.
+    #[error("compressing {file}: {source}")]
+    Encode {
+        /// File path.
+        file: String,
+        /// Cause.
+        source: Box<brevis_core::EncodeError>,
+    },
+    /// The codec failed to decode.
+    #[error("decoding {file}: {source}")]
+    Decode {
+        /// File path.
+        file: String,
+        /// Cause.
+        source: Box<brevis_core::DecodeError>,
+    },
+    /// A manifest is missing or malformed.
+    #[error("{repo}: bad manifest: {reason}")]
+    Manifest {
+        /// Repo id or folder.
+        repo: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl HubError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        HubError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+    pub(crate) fn invalid(what: &'static str, value: &str, reason: impl Into<String>) -> Self {
+        HubError::Invalid {
+            what,
+            value: value.to_string(),
+            reason: reason.into(),
+        }
+    }
+    pub(crate) fn protocol(repo: &str, what: &'static str, reason: impl Into<String>) -> Self {
+        HubError::Protocol {
+            repo: repo.to_string(),
+            what,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Result with [`HubError`].
+pub type Result<T, E = HubError> = std::result::Result<T, E>;

@@ -1,0 +1,1068 @@
+//! The mirror, pull and verify pipelines.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use brevis_core::{NoProgress, ProgressSink};
+use serde::Serialize;
+
+use crate::cache::{RepoCache, write_atomic};
+use crate::client::{Expect, HubClient, RepoFile, UploadFile};
+use crate::error::{HubError, Result};
+use crate::hashing::{FileHashes, HashWriter, hash_file};
+use crate::manifest::{
+    Encoding, FileEntry, MANIFEST_NAME, MAX_MANIFEST_LEN, Manifest, PRIOR_NAME, SOURCE_PREFIX,
+    Source,
+};
+use crate::paths::{check_repo_id, check_repo_path, check_revision, selected};
+
+/// A callback for status lines (the CLI prints them on stderr).
+pub type Notes = Arc<dyn Fn(&str) + Send + Sync>;
+
+fn quiet_notes() -> Notes {
+    Arc::new(|_: &str| {})
+}
+
+/// What to mirror and how.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct MirrorOptions {
+    /// Source repo id.
+    pub src: String,
+    /// Destination repo id; default `<user or source namespace>/<name>-brevis`.
+    pub dest: Option<String>,
+    /// Source revision.
+    pub revision: String,
+    /// A prior to use instead of learning one.
+    pub prior: Option<PathBuf>,
+    /// Create the destination private.
+    pub private: bool,
+    /// Only plan: list what would be done.
+    pub dry_run: bool,
+    /// Only source files matching one of these globs (all when empty).
+    pub include: Vec<String>,
+    /// Leave out source files matching these globs.
+    pub exclude: Vec<String>,
+    /// Folder for downloads and archives (kept across interrupted runs).
+    pub work_dir: PathBuf,
+    /// Keep the work folder after success.
+    pub keep_work: bool,
+    /// Codec threads (0 = all cores).
+    pub threads: usize,
+    /// Codec search budget (None = the codec's default).
+    pub budget: Option<u32>,
+    /// Progress events.
+    pub progress: Arc<dyn ProgressSink>,
+    /// Status lines.
+    pub notes: Notes,
+}
+
+impl MirrorOptions {
+    /// Mirror `src` at `main`, working in `work_dir`.
+    pub fn new(src: impl Into<String>, work_dir: impl Into<PathBuf>) -> Self {
+        MirrorOptions {
+            src: src.into(),
+            dest: None,
+            revision: "main".into(),
+            prior: None,
+            private: false,
+            dry_run: false,
+            include: Vec::new(),
+            exclude: Vec::new(),
+            work_dir: work_dir.into(),
+            keep_work: false,
+            threads: 0,
+            budget: None,
+            progress: Arc::new(NoProgress),
+            notes: quiet_notes(),
+        }
+    }
+    /// Set the destination repo.
+    pub fn dest(mut self, d: impl Into<String>) -> Self {
+        self.dest = Some(d.into());
+        self
+    }
+    /// Set the source revision.
+    pub fn revision(mut self, r: impl Into<String>) -> Self {
+        self.revision = r.into();
+        self
+    }
+    /// Set the progress sink.
+    pub fn progress(mut self, p: Arc<dyn ProgressSink>) -> Self {
+        self.progress = p;
+        self
+    }
+    /// Set the status-line callback.
+    pub fn notes(mut self, n: Notes) -> Self {
+        self.notes = n;
+        self
+    }
+}
+
+/// What a mirror run did.
+#[derive(Debug, Clone, Serialize)]
+pub struct MirrorReport {
+    /// Source repo.
+    pub source_repo: String,
+    /// Source commit.
+    pub source_commit: String,
+    /// Destination repo.
+    pub dest_repo: String,
+    /// Commit made on the destination (None when nothing changed or dry run).
+    pub dest_commit: Option<String>,
+    /// Nothing had to change.
+    pub up_to_date: bool,
+    /// Only planned.
+    pub dry_run: bool,
+    /// The files (archive sizes are 0 in a dry run).
+    pub files: Vec<FileEntry>,
+    /// Sum of source file sizes.
+    pub source_bytes: u64,
+    /// Sum of stored sizes plus manifest and prior.
+    pub mirror_bytes: u64,
+    /// Bytes downloaded from the source.
+    pub downloaded_bytes: u64,
+    /// Bytes uploaded (LFS objects and inline files).
+    pub uploaded_bytes: u64,
+    /// LFS objects uploaded.
+    pub lfs_objects_sent: usize,
+    /// LFS objects the destination already had.
+    pub lfs_objects_present: usize,
+}
+
+impl MirrorReport {
+    /// mirror bytes / source bytes.
+    pub fn ratio(&self) -> f64 {
+        if self.source_bytes == 0 {
+            1.0
+        } else {
+            self.mirror_bytes as f64 / self.source_bytes as f64
+        }
+    }
+}
+
+fn safe_name(repo: &str) -> String {
+    repo.replace('/', "--")
+}
+
+fn codec_err_e(file: &str, e: brevis_core::EncodeError) -> HubError {
+    HubError::Encode {
+        file: file.into(),
+        source: Box::new(e),
+    }
+}
+
+fn codec_err_d(file: &str, e: brevis_core::DecodeError) -> HubError {
+    HubError::Decode {
+        file: file.into(),
+        source: Box::new(e),
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| HubError::io("<worker>", std::io::Error::other(e.to_string())))?
+}
+
+fn is_safetensors(p: &str) -> bool {
+    p.to_ascii_lowercase().ends_with(".safetensors")
+}
+
+/// Mirror names a mirror uses for its own files.
+fn reserved(p: &str) -> bool {
+    matches!(
+        p,
+        "README.md" | ".gitattributes" | MANIFEST_NAME | PRIOR_NAME
+    ) || p.starts_with(SOURCE_PREFIX)
+}
+
+/// Where each source file goes in the mirror.
+fn plan_names(files: &[RepoFile]) -> Vec<(String, Encoding)> {
+    let taken: std::collections::HashSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    files
+        .iter()
+        .map(|f| {
+            if is_safetensors(&f.path) {
+                let a = format!("{}.brv", f.path);
+                if taken.contains(a.as_str()) {
+                    (format!("{SOURCE_PREFIX}{a}"), Encoding::Brv)
+                } else {
+                    (a, Encoding::Brv)
+                }
+            } else if reserved(&f.path) || f.path.ends_with(".brv") {
+                (format!("{SOURCE_PREFIX}{}", f.path), Encoding::Identity)
+            } else {
+                (f.path.clone(), Encoding::Identity)
+            }
+        })
+        .collect()
+}
+
+async fn fetch_manifest(
+    client: &HubClient,
+    repo: &str,
+    commit: &str,
+    work: &Path,
+) -> Result<Option<Manifest>> {
+    let dst = work.join(format!("manifest-{commit}.json"));
+    match client
+        .download_file(
+            repo,
+            commit,
+            MANIFEST_NAME,
+            &dst,
+            &Expect::default(),
+            &NoProgress,
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(HubError::EntryNotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = std::fs::metadata(&dst)
+        .map_err(|e| HubError::io(&dst, e))?
+        .len();
+    if len > MAX_MANIFEST_LEN {
+        return Err(HubError::Manifest {
+            repo: repo.into(),
+            reason: "manifest too large".into(),
+        });
+    }
+    let text = std::fs::read(&dst).map_err(|e| HubError::io(&dst, e))?;
+    let _ = std::fs::remove_file(&dst);
+    Manifest::from_json(&text, repo).map(Some)
+}
+
+fn same_content(remote: &RepoFile, h: &FileHashes) -> bool {
+    remote.size == h.size
+        && (remote.lfs_sha256.as_deref() == Some(h.sha256_hex().as_str())
+            || remote.oid == h.git_oid)
+}
+
+/// Download `opts.src`, compress its safetensors shards, prove each decodes to
+/// the Hub's SHA-256, and upload the mirror with `dst` (which may be another
+/// endpoint). Re-runs upload only what the destination lacks; a destination
+/// that already matches is left alone.
+pub async fn mirror(
+    src: &HubClient,
+    dst: &HubClient,
+    opts: &MirrorOptions,
+) -> Result<MirrorReport> {
+    check_repo_id(&opts.src)?;
+    check_revision(&opts.revision)?;
+    let note = &opts.notes;
+    let info = src.repo_info(&opts.src, &opts.revision).await?;
+    let commit = info.sha.clone();
+    let mut files = src.list_files(&opts.src, &commit).await?;
+    files.retain(|f| selected(&f.path, &opts.include, &opts.exclude));
+    if files.is_empty() {
+        return Err(HubError::invalid(
+            "selection",
+            &opts.src,
+            "no files selected",
+        ));
+    }
+    let name = opts.src.split('/').nth(1).unwrap_or("model");
+    let dest = match &opts.dest {
+        Some(d) => d.clone(),
+        None => {
+            let owner = match dst.whoami().await {
+                Ok(n) if dst.has_token() => n,
+                _ => opts.src.split('/').next().unwrap_or("local").to_string(),
+            };
+            format!("{owner}/{name}-brevis")
+        }
+    };
+    check_repo_id(&dest)?;
+    if dest == opts.src && src.endpoint() == dst.endpoint() {
+        return Err(HubError::invalid(
+            "destination",
+            &dest,
+            "is the source repo",
+        ));
+    }
+    let names = plan_names(&files);
+    let work = opts
+        .work_dir
+        .join(format!("mirror-{}-{}", safe_name(&opts.src), &commit[..12]));
+    std::fs::create_dir_all(&work).map_err(|e| HubError::io(&work, e))?;
+    let source_bytes: u64 = files.iter().map(|f| f.size).sum();
+    let mut report = MirrorReport {
+        source_repo: opts.src.clone(),
+        source_commit: commit.clone(),
+        dest_repo: dest.clone(),
+        dest_commit: None,
+        up_to_date: false,
+        dry_run: opts.dry_run,
+        files: Vec::new(),
+        source_bytes,
+        mirror_bytes: 0,
+        downloaded_bytes: 0,
+        uploaded_bytes: 0,
+        lfs_objects_sent: 0,
+        lfs_objects_present: 0,
+    };
+
+    // Is the destination already this mirror?
+    let existing = match dst.repo_info(&dest, "main").await {
+        Ok(i) => Some(i),
+        Err(HubError::RepoNotFound { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    if let Some(di) = &existing
+        && let Some(m) = fetch_manifest(dst, &dest, &di.sha, &work).await?
+        && m.source.commit == commit
+        && m.format_version == brevis_core::FORMAT_VERSION
+        && m.files.len() == files.len()
+        && m.files.iter().zip(&files).all(|(e, f)| {
+            e.path == f.path
+                && e.size == f.size
+                && e.git_oid == f.oid
+                && f.lfs_sha256.as_ref().is_none_or(|s| *s == e.sha256)
+        })
+    {
+        let tree = dst.list_files(&dest, &di.sha).await?;
+        let have: HashMap<&str, u64> = tree.iter().map(|f| (f.path.as_str(), f.size)).collect();
+        if m.files
+            .iter()
+            .all(|e| have.get(e.archive.as_str()) == Some(&e.archive_size))
+        {
+            note(&format!(
+                "{dest} already mirrors {}@{}: nothing to do",
+                opts.src,
+                &commit[..12]
+            ));
+            report.up_to_date = true;
+            report.mirror_bytes = m.stored_bytes()
+                + tree
+                    .iter()
+                    .filter(|f| f.path == MANIFEST_NAME || f.path == PRIOR_NAME)
+                    .map(|f| f.size)
+                    .sum::<u64>();
+            report.files = m.files;
+            let _ = std::fs::remove_dir_all(&work);
+            return Ok(report);
+        }
+    }
+
+    if opts.dry_run {
+        for (f, (archive, enc)) in files.iter().zip(&names) {
+            report.files.push(FileEntry {
+                path: f.path.clone(),
+                size: f.size,
+                sha256: f.lfs_sha256.clone().unwrap_or_default(),
+                git_oid: f.oid.clone(),
+                lfs: f.lfs_sha256.is_some(),
+                encoding: *enc,
+                archive: archive.clone(),
+                archive_size: 0,
+            });
+        }
+        let _ = std::fs::remove_dir_all(&work);
+        return Ok(report);
+    }
+
+    // Download what is not already complete in the work folder.
+    let src_dir = work.join("src");
+    let mut todo = Vec::new();
+    for f in &files {
+        let local = src_dir.join(&f.path);
+        let done = std::fs::metadata(&local).is_ok_and(|m| m.len() == f.size);
+        if !done {
+            let expect = Expect {
+                size: Some(f.size),
+                sha256: f.lfs_sha256.clone(),
+                git_oid: if f.lfs_sha256.is_none() {
+                    Some(f.oid.clone())
+                } else {
+                    None
+                },
+            };
+            todo.push((f.path.clone(), local, expect));
+        }
+    }
+    if !todo.is_empty() {
+        note(&format!(
+            "downloading {} file(s) of {}@{}",
+            todo.len(),
+            opts.src,
+            &commit[..12]
+        ));
+        let stats = src
+            .download_many(&opts.src, &commit, &todo, opts.progress.clone())
+            .await?;
+        report.downloaded_bytes = stats.iter().map(|s| s.bytes_on_wire).sum();
+    }
+
+    // Hashes of every source file (LFS sha256 from the Hub for LFS files).
+    let mut src_hashes = Vec::new();
+    for f in &files {
+        let local = src_dir.join(&f.path);
+        let h = blocking(move || hash_file(&local)).await?;
+        let want = f.lfs_sha256.clone().unwrap_or_else(|| h.sha256_hex());
+        if h.sha256_hex() != want || (f.lfs_sha256.is_none() && h.git_oid != f.oid) {
+            let _ = std::fs::remove_file(src_dir.join(&f.path));
+            return Err(HubError::Integrity {
+                repo: opts.src.clone(),
+                file: f.path.clone(),
+                expected: want,
+                actual: h.sha256_hex(),
+            });
+        }
+        src_hashes.push(h);
+    }
+
+    // The prior.
+    let shards: Vec<PathBuf> = files
+        .iter()
+        .filter(|f| is_safetensors(&f.path))
+        .map(|f| src_dir.join(&f.path))
+        .collect();
+    let out_dir = work.join("out");
+    std::fs::create_dir_all(&out_dir).map_err(|e| HubError::io(&out_dir, e))?;
+    let prior_json = if let Some(p) = &opts.prior {
+        let text = std::fs::read_to_string(p).map_err(|e| HubError::io(p, e))?;
+        brevis_core::Prior::from_json(&text)
+            .map_err(|e| codec_err_d(&p.display().to_string(), e))?;
+        Some(text)
+    } else if !shards.is_empty() {
+        note(&format!("learning a prior from {} shard(s)", shards.len()));
+        let shards2 = shards.clone();
+        let prior = blocking(move || {
+            let refs: Vec<&Path> = shards2.iter().map(PathBuf::as_path).collect();
+            brevis_core::Prior::learn(&refs, &brevis_core::LearnOptions::default())
+                .map_err(|e| codec_err_e("prior", e))
+        })
+        .await?;
+        Some(prior.to_json())
+    } else {
+        None
+    };
+    let prior = match &prior_json {
+        Some(t) => Some(Arc::new(
+            brevis_core::Prior::from_json(t).map_err(|e| codec_err_d(PRIOR_NAME, e))?,
+        )),
+        None => None,
+    };
+
+    // Compress, then prove every archive decodes to the Hub's SHA-256.
+    let mut uploads: Vec<UploadFile> = Vec::new();
+    for ((f, (archive, enc)), h) in files.iter().zip(&names).zip(&src_hashes) {
+        let local = src_dir.join(&f.path);
+        let sha_hex = h.sha256_hex();
+        let stored = match enc {
+            Encoding::Identity => local.clone(),
+            Encoding::Brv => {
+                let out = out_dir.join(archive);
+                if let Some(parent) = out.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
+                }
+                let reuse = brevis_core::read_info(&out)
+                    .ok()
+                    .is_some_and(|i| i.sha256 == h.sha256 && i.original_len == h.size);
+                if !reuse {
+                    note(&format!("compressing {}", f.path));
+                    let mut co = brevis_core::CompressOptions::default()
+                        .threads(opts.threads)
+                        .prior(prior.clone())
+                        .progress(opts.progress.clone());
+                    if let Some(b) = opts.budget {
+                        co = co.budget(b);
+                    }
+                    let (l, o, p) = (local.clone(), out.clone(), f.path.clone());
+                    blocking(move || {
+                        brevis_core::compress_file(&l, &o, true, &co)
+                            .map_err(|e| codec_err_e(&p, e))
+                    })
+                    .await?;
+                }
+                let (o, p, threads) = (out.clone(), f.path.clone(), opts.threads);
+                let (digest, len) = blocking(move || {
+                    let mut w = HashWriter::new();
+                    brevis_core::decompress_to(
+                        &o,
+                        &mut w,
+                        &brevis_core::DecompressOptions::default().threads(threads),
+                    )
+                    .map_err(|e| codec_err_d(&p, e))?;
+                    let len = w.len;
+                    Ok((w.finish(), len))
+                })
+                .await?;
+                if hex::encode(digest) != sha_hex || len != f.size {
+                    let _ = std::fs::remove_file(&out);
+                    return Err(HubError::Integrity {
+                        repo: opts.src.clone(),
+                        file: archive.clone(),
+                        expected: sha_hex,
+                        actual: hex::encode(digest),
+                    });
+                }
+                out
+            }
+        };
+        let s2 = stored.clone();
+        let sh = blocking(move || hash_file(&s2)).await?;
+        report.files.push(FileEntry {
+            path: f.path.clone(),
+            size: f.size,
+            sha256: sha_hex,
+            git_oid: f.oid.clone(),
+            lfs: f.lfs_sha256.is_some(),
+            encoding: *enc,
+            archive: archive.clone(),
+            archive_size: sh.size,
+        });
+        uploads.push(UploadFile {
+            path_in_repo: archive.clone(),
+            local: stored,
+            hashes: sh,
+        });
+    }
+
+    let manifest = Manifest {
+        manifest_version: 1,
+        tool: concat!("brevis-hub ", env!("CARGO_PKG_VERSION")).into(),
+        format_version: brevis_core::FORMAT_VERSION,
+        source: Source {
+            repo: opts.src.clone(),
+            revision: opts.revision.clone(),
+            commit: commit.clone(),
+        },
+        files: report.files.clone(),
+    };
+    let mut extra: Vec<(String, Vec<u8>)> =
+        vec![(MANIFEST_NAME.into(), manifest.to_json().into_bytes())];
+    if let Some(p) = &prior_json {
+        extra.push((PRIOR_NAME.into(), p.clone().into_bytes()));
+    }
+    report.mirror_bytes =
+        manifest.stored_bytes() + extra.iter().map(|(_, d)| d.len() as u64).sum::<u64>();
+    extra.push((
+        "README.md".into(),
+        model_card(&manifest, &dest, src.endpoint(), report.mirror_bytes).into_bytes(),
+    ));
+    for (name, data) in &extra {
+        let p = out_dir.join(name);
+        write_atomic(&p, data)?;
+        uploads.push(UploadFile {
+            path_in_repo: name.clone(),
+            local: p,
+            hashes: crate::hashing::hash_bytes(data),
+        });
+    }
+
+    // Upload what differs.
+    dst.create_repo(&dest, opts.private, true).await?;
+    let tree = dst.list_files(&dest, "main").await?;
+    let remote: HashMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
+    let planned: std::collections::HashSet<&str> =
+        uploads.iter().map(|u| u.path_in_repo.as_str()).collect();
+    let deleted: Vec<String> = tree
+        .iter()
+        .filter(|f| !planned.contains(f.path.as_str()) && f.path != ".gitattributes")
+        .map(|f| f.path.clone())
+        .collect();
+    let unchanged = uploads.iter().all(|u| {
+        remote
+            .get(u.path_in_repo.as_str())
+            .is_some_and(|r| same_content(r, &u.hashes))
+    });
+    if unchanged && deleted.is_empty() {
+        note(&format!(
+            "{dest} already holds this mirror: nothing to upload"
+        ));
+        report.up_to_date = true;
+    } else {
+        note(&format!("uploading to {dest}"));
+        let summary = format!("Brevis mirror of {}@{}", opts.src, &commit[..12]);
+        let st = dst
+            .upload_files(
+                &dest,
+                "main",
+                &summary,
+                &uploads,
+                &deleted,
+                opts.progress.clone(),
+            )
+            .await?;
+        report.uploaded_bytes = st.lfs_bytes_sent + st.inline_bytes_sent;
+        report.lfs_objects_sent = st.lfs_objects_sent;
+        report.lfs_objects_present = st.lfs_objects_present;
+        report.dest_commit = st.commit.map(|c| c.oid);
+    }
+    if !opts.keep_work {
+        let _ = std::fs::remove_dir_all(&work);
+    }
+    Ok(report)
+}
+
+fn human(n: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < units.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.2} {}", units[i])
+    }
+}
+
+fn model_card(m: &Manifest, dest: &str, endpoint: &str, mirror_bytes: u64) -> String {
+    let src = &m.source;
+    let total = m.source_bytes();
+    let mut s = String::new();
+    s.push_str("---\ntags:\n- brevis\n- compressed\n---\n\n");
+    s.push_str(&format!("# {} (Brevis mirror)\n\n", src.repo));
+    s.push_str(&format!(
+        "A lossless, compressed mirror of [{}]({}/{}) at commit `{}` (revision `{}`).\n\
+         Every safetensors shard is stored as a `.brv` archive that decodes to the exact \
+         original bytes (checked against the source's LFS SHA-256 before upload); every \
+         other file is stored unchanged. `{MANIFEST_NAME}` lists every file and its hash.\n\n",
+        src.repo, endpoint, src.repo, src.commit, src.revision
+    ));
+    s.push_str("| file | original | stored | ratio |\n|---|---:|---:|---:|\n");
+    for f in &m.files {
+        let r = if f.size == 0 {
+            1.0
+        } else {
+            f.archive_size as f64 / f.size as f64
+        };
+        s.push_str(&format!(
+            "| `{}` | {} | {} | {r:.4} |\n",
+            f.path,
+            human(f.size),
+            human(f.archive_size)
+        ));
+    }
+    let ratio = if total == 0 {
+        1.0
+    } else {
+        mirror_bytes as f64 / total as f64
+    };
+    s.push_str(&format!(
+        "\n**Total:** {} original, {} mirrored (ratio {ratio:.4}).\n\n",
+        human(total),
+        human(mirror_bytes)
+    ));
+    s.push_str(&format!(
+        "## Use\n\n```sh\nbrevis-hub pull {dest}\n```\n\nThis restores the original files into the Hugging Face cache as `{}` at commit `{}`, \
+         so `huggingface_hub` and `transformers` load them with `HF_HUB_OFFLINE=1`. \
+         `--local-dir DIR` writes a plain folder instead.\n",
+        src.repo, src.commit
+    ));
+    s
+}
+
+/// What to pull and where.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct PullOptions {
+    /// Mirror repo id.
+    pub repo: String,
+    /// Mirror revision.
+    pub revision: String,
+    /// HF cache folder (`.../hub`).
+    pub cache_dir: PathBuf,
+    /// Write a plain folder here instead of the cache.
+    pub local_dir: Option<PathBuf>,
+    /// Only source files matching one of these globs (all when empty).
+    pub include: Vec<String>,
+    /// Leave out source files matching these globs.
+    pub exclude: Vec<String>,
+    /// Folder for downloads in flight.
+    pub work_dir: PathBuf,
+    /// Codec threads (0 = all cores).
+    pub threads: usize,
+    /// Progress events.
+    pub progress: Arc<dyn ProgressSink>,
+    /// Status lines.
+    pub notes: Notes,
+}
+
+impl PullOptions {
+    /// Pull `repo` at `main` into `cache_dir`.
+    pub fn new(
+        repo: impl Into<String>,
+        cache_dir: impl Into<PathBuf>,
+        work_dir: impl Into<PathBuf>,
+    ) -> Self {
+        PullOptions {
+            repo: repo.into(),
+            revision: "main".into(),
+            cache_dir: cache_dir.into(),
+            local_dir: None,
+            include: Vec::new(),
+            exclude: Vec::new(),
+            work_dir: work_dir.into(),
+            threads: 0,
+            progress: Arc::new(NoProgress),
+            notes: quiet_notes(),
+        }
+    }
+}
+
+/// What a pull did.
+#[derive(Debug, Clone, Serialize)]
+pub struct PullReport {
+    /// Mirror repo.
+    pub mirror_repo: String,
+    /// Mirror commit.
+    pub mirror_commit: String,
+    /// Source repo the files were restored as.
+    pub source_repo: String,
+    /// Source commit.
+    pub source_commit: String,
+    /// Files restored (or already in place and verified).
+    pub files: usize,
+    /// Files already in place.
+    pub reused: usize,
+    /// Bytes of originals in place.
+    pub original_bytes: u64,
+    /// Bytes downloaded.
+    pub downloaded_bytes: u64,
+    /// The snapshot folder (or the local folder).
+    pub path: PathBuf,
+}
+
+fn move_into_place(from: &Path, to: &Path) -> Result<()> {
+    if std::fs::rename(from, to).is_ok() {
+        return Ok(());
+    }
+    // Another filesystem: copy next to the target, then rename.
+    let tmp = crate::client::incomplete_path(to);
+    std::fs::copy(from, &tmp).map_err(|e| HubError::io(&tmp, e))?;
+    std::fs::rename(&tmp, to).map_err(|e| HubError::io(to, e))?;
+    let _ = std::fs::remove_file(from);
+    Ok(())
+}
+
+/// Download a mirror, decode it, verify every file against the manifest, and
+/// place the originals in the HF cache under the source repo and commit (or
+/// in a plain folder). Nothing half-written is ever visible.
+pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> {
+    check_repo_id(&opts.repo)?;
+    check_revision(&opts.revision)?;
+    let note = &opts.notes;
+    let info = client.repo_info(&opts.repo, &opts.revision).await?;
+    let work = opts.work_dir.join(format!(
+        "pull-{}-{}",
+        safe_name(&opts.repo),
+        &info.sha[..12]
+    ));
+    std::fs::create_dir_all(&work).map_err(|e| HubError::io(&work, e))?;
+    let m = fetch_manifest(client, &opts.repo, &info.sha, &work)
+        .await?
+        .ok_or_else(|| HubError::Manifest {
+            repo: opts.repo.clone(),
+            reason: format!("no {MANIFEST_NAME}: not a Brevis mirror"),
+        })?;
+    let tree = client.list_files(&opts.repo, &info.sha).await?;
+    let remote: HashMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
+    let chosen: Vec<&FileEntry> = m
+        .files
+        .iter()
+        .filter(|f| selected(&f.path, &opts.include, &opts.exclude))
+        .collect();
+    let cache = RepoCache::new(&opts.cache_dir, &m.source.repo)?;
+    let final_path = |f: &FileEntry| -> Result<PathBuf> {
+        match &opts.local_dir {
+            Some(d) => Ok(d.join(check_repo_path(&f.path)?)),
+            None => cache.blob_path(f.etag()),
+        }
+    };
+    let mut report = PullReport {
+        mirror_repo: opts.repo.clone(),
+        mirror_commit: info.sha.clone(),
+        source_repo: m.source.repo.clone(),
+        source_commit: m.source.commit.clone(),
+        files: chosen.len(),
+        reused: 0,
+        original_bytes: chosen.iter().map(|f| f.size).sum(),
+        downloaded_bytes: 0,
+        path: match &opts.local_dir {
+            Some(d) => d.clone(),
+            None => cache.root().join("snapshots").join(&m.source.commit),
+        },
+    };
+
+    // What is already in place (and verified)?
+    let mut need = Vec::new();
+    for f in &chosen {
+        let p = final_path(f)?;
+        let ok = if std::fs::metadata(&p).is_ok_and(|x| x.len() == f.size) {
+            let p2 = p.clone();
+            blocking(move || hash_file(&p2)).await?.sha256_hex() == f.sha256
+        } else {
+            false
+        };
+        if ok {
+            report.reused += 1;
+        } else {
+            need.push(*f);
+        }
+    }
+    let mut dl = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for f in &need {
+        if !seen.insert(f.archive.as_str()) {
+            continue;
+        }
+        let r = remote
+            .get(f.archive.as_str())
+            .ok_or_else(|| HubError::EntryNotFound {
+                repo: opts.repo.clone(),
+                file: f.archive.clone(),
+            })?;
+        if r.size != f.archive_size {
+            return Err(HubError::Manifest {
+                repo: opts.repo.clone(),
+                reason: format!(
+                    "{} is {} bytes, the manifest says {}",
+                    f.archive, r.size, f.archive_size
+                ),
+            });
+        }
+        let expect = Expect {
+            size: Some(r.size),
+            sha256: r.lfs_sha256.clone(),
+            git_oid: if r.lfs_sha256.is_none() {
+                Some(r.oid.clone())
+            } else {
+                None
+            },
+        };
+        dl.push((f.archive.clone(), work.join("dl").join(&f.archive), expect));
+    }
+    if !dl.is_empty() {
+        note(&format!(
+            "downloading {} file(s) of {}",
+            dl.len(),
+            opts.repo
+        ));
+        let stats = client
+            .download_many(&opts.repo, &info.sha, &dl, opts.progress.clone())
+            .await?;
+        report.downloaded_bytes = stats.iter().map(|s| s.bytes_on_wire).sum();
+    }
+    for f in &need {
+        let stored = work.join("dl").join(&f.archive);
+        let dst = final_path(f)?;
+        if let Some(parent) = dst.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
+        }
+        let tmp = crate::client::incomplete_path(&dst);
+        let (f2, threads, progress) = ((*f).clone(), opts.threads, opts.progress.clone());
+        let (s2, t2) = (stored.clone(), tmp.clone());
+        let repo = opts.repo.clone();
+        blocking(move || {
+            let (digest, len) = match f2.encoding {
+                Encoding::Brv => note_free_decode(&s2, &t2, threads, progress, &f2.path)?,
+                Encoding::Identity => {
+                    std::fs::copy(&s2, &t2).map_err(|e| HubError::io(&t2, e))?;
+                    let h = hash_file(&t2)?;
+                    (h.sha256_hex(), h.size)
+                }
+            };
+            if digest != f2.sha256 || len != f2.size {
+                let _ = std::fs::remove_file(&t2);
+                return Err(HubError::Integrity {
+                    repo,
+                    file: f2.path.clone(),
+                    expected: f2.sha256.clone(),
+                    actual: digest,
+                });
+            }
+            Ok(())
+        })
+        .await?;
+        move_into_place(&tmp, &dst)?;
+    }
+    if opts.local_dir.is_none() {
+        for f in &chosen {
+            cache.link(&m.source.commit, &f.path, f.etag())?;
+        }
+        cache.set_ref(&m.source.revision, &m.source.commit)?;
+    }
+    note(&format!(
+        "restored {} file(s) of {}@{} into {}",
+        report.files,
+        m.source.repo,
+        &m.source.commit[..12],
+        report.path.display()
+    ));
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(report)
+}
+
+fn note_free_decode(
+    archive: &Path,
+    out: &Path,
+    threads: usize,
+    progress: Arc<dyn ProgressSink>,
+    file: &str,
+) -> Result<(String, u64)> {
+    let r = brevis_core::decompress_file(
+        archive,
+        out,
+        true,
+        &brevis_core::DecompressOptions::default()
+            .threads(threads)
+            .progress(progress),
+    )
+    .map_err(|e| codec_err_d(file, e))?;
+    // Hash what is on disk ourselves: the manifest, not the archive, is the reference.
+    let h = hash_file(out)?;
+    if h.sha256 != r.sha256 {
+        return Err(HubError::Integrity {
+            repo: String::new(),
+            file: file.into(),
+            expected: hex::encode(r.sha256),
+            actual: h.sha256_hex(),
+        });
+    }
+    Ok((h.sha256_hex(), h.size))
+}
+
+/// The verdict on one file of a mirror.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyEntry {
+    /// Source path.
+    pub path: String,
+    /// Stored file.
+    pub archive: String,
+    /// `ok`, `mismatch`, `missing` or `corrupt`.
+    pub status: String,
+    /// SHA-256 from the manifest.
+    pub expected: String,
+    /// SHA-256 of the decoded bytes, when they could be decoded.
+    pub actual: Option<String>,
+    /// Why, when not ok.
+    pub detail: Option<String>,
+}
+
+/// The verdict on a mirror.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyReport {
+    /// What was checked (folder or repo id).
+    pub target: String,
+    /// The source it claims to mirror.
+    pub source: Source,
+    /// Every file.
+    pub files: Vec<VerifyEntry>,
+    /// True when every file decodes to its manifest SHA-256.
+    pub ok: bool,
+}
+
+/// Verify a mirror laid out in a local folder (one holding
+/// `brevis.manifest.json` and the stored files). Blocking.
+pub fn verify_local(folder: &Path, threads: usize) -> Result<VerifyReport> {
+    let mpath = folder.join(MANIFEST_NAME);
+    let text = std::fs::read(&mpath).map_err(|e| HubError::io(&mpath, e))?;
+    let m = Manifest::from_json(&text, &folder.display().to_string())?;
+    let mut files = Vec::new();
+    for f in &m.files {
+        let stored = folder.join(&f.archive);
+        let mut e = VerifyEntry {
+            path: f.path.clone(),
+            archive: f.archive.clone(),
+            status: "ok".into(),
+            expected: f.sha256.clone(),
+            actual: None,
+            detail: None,
+        };
+        if !stored.is_file() {
+            e.status = "missing".into();
+            files.push(e);
+            continue;
+        }
+        let got = match f.encoding {
+            Encoding::Identity => hash_file(&stored).map(|h| (h.sha256_hex(), h.size)),
+            Encoding::Brv => {
+                let mut w = HashWriter::new();
+                match brevis_core::decompress_to(
+                    &stored,
+                    &mut w,
+                    &brevis_core::DecompressOptions::default().threads(threads),
+                ) {
+                    Ok(_) => {
+                        let len = w.len;
+                        Ok((hex::encode(w.finish()), len))
+                    }
+                    Err(brevis_core::DecodeError::Io { path, source }) if path == stored => {
+                        return Err(HubError::io(path, source));
+                    }
+                    Err(err) => {
+                        e.status = "corrupt".into();
+                        e.detail = Some(err.to_string());
+                        files.push(e);
+                        continue;
+                    }
+                }
+            }
+        };
+        let (digest, len) = got?;
+        if digest != f.sha256 || len != f.size {
+            e.status = "mismatch".into();
+            e.detail = Some(format!("{len} bytes decoded, {} expected", f.size));
+        }
+        e.actual = Some(digest);
+        files.push(e);
+    }
+    let ok = files.iter().all(|e| e.status == "ok");
+    Ok(VerifyReport {
+        target: folder.display().to_string(),
+        source: m.source,
+        files,
+        ok,
+    })
+}
+
+/// Verify a remote mirror: download its stored files into `work_dir` and
+/// check them as [`verify_local`] does.
+pub async fn verify_mirror(
+    client: &HubClient,
+    repo: &str,
+    revision: &str,
+    work_dir: &Path,
+    threads: usize,
+    progress: Arc<dyn ProgressSink>,
+) -> Result<VerifyReport> {
+    check_repo_id(repo)?;
+    let info = client.repo_info(repo, revision).await?;
+    let work = work_dir.join(format!("verify-{}-{}", safe_name(repo), &info.sha[..12]));
+    std::fs::create_dir_all(&work).map_err(|e| HubError::io(&work, e))?;
+    let m = fetch_manifest(client, repo, &info.sha, &work)
+        .await?
+        .ok_or_else(|| HubError::Manifest {
+            repo: repo.into(),
+            reason: format!("no {MANIFEST_NAME}: not a Brevis mirror"),
+        })?;
+    let tree = client.list_files(repo, &info.sha).await?;
+    let remote: BTreeMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
+    let mut dl = Vec::new();
+    for f in &m.files {
+        if let Some(r) = remote.get(f.archive.as_str()) {
+            let expect = Expect {
+                size: Some(r.size),
+                sha256: r.lfs_sha256.clone(),
+                git_oid: None,
+            };
+            dl.push((f.archive.clone(), work.join(&f.archive), expect));
+        }
+    }
+    client.download_many(repo, &info.sha, &dl, progress).await?;
+    write_atomic(&work.join(MANIFEST_NAME), m.to_json().as_bytes())?;
+    let w2 = work.clone();
+    let mut rep = blocking(move || verify_local(&w2, threads)).await?;
+    rep.target = repo.to_string();
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(rep)
+}
