@@ -1,1 +1,2 @@
 //! End-to-end tests.
+mod hub;

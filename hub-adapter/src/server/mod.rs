@@ -35,7 +35,7 @@ pub struct Faults {
     pub cut_downloads: Mutex<Option<(u64, u32)>>,
     /// Accept this many LFS object PUTs, then answer 400 to the rest.
     pub lfs_put_budget: Mutex<Option<usize>>,
-    /// Count of LFS object PUTs accepted.
+    /// Count of LFS object (and part) PUTs received.
     pub lfs_puts: AtomicUsize,
     /// Bytes sent in GET resolve bodies.
     pub bytes_served: AtomicU64,
@@ -1091,8 +1091,10 @@ fn take_put_budget(st: &State) -> bool {
         .lfs_put_budget
         .lock()
         .unwrap_or_else(|p| p.into_inner());
+    // Reserve a slot first, so concurrent uploads cannot all slip through.
+    let before = st.opts.faults.lfs_puts.fetch_add(1, Ordering::SeqCst);
     match *b {
-        Some(n) => st.opts.faults.lfs_puts.load(Ordering::SeqCst) < n,
+        Some(n) => before < n,
         None => true,
     }
 }
