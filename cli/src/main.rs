@@ -1,6 +1,7 @@
 //! `brevis-hub`: lossless compression of model checkpoints, and compressed
 //! mirrors of Hugging Face model repos.
 
+mod bench;
 mod hub_cmds;
 mod local;
 mod progress;

@@ -3,7 +3,7 @@
 use std::fmt;
 
 /// A safetensors element type. The wire id is stable across format versions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum Dtype {
     /// Booleans, one byte each.

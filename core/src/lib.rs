@@ -25,6 +25,7 @@ pub mod dsl;
 pub mod dtype;
 pub mod entropy;
 pub mod error;
+pub mod fsutil;
 pub mod progress;
 #[cfg(feature = "search")]
 pub mod search;

@@ -1,12 +1,47 @@
-//! The `.brv` archive: see `docs/FORMAT.md`.
-//! (Temporary stub body: replaced by the real format.)
+//! The `.brv` archive (byte layout in `docs/FORMAT.md`).
+//!
+//! One archive per source file: a fixed preamble (magic, version, original
+//! length and SHA-256, where the segment table is), the region programs, and
+//! the segment table at the end. Segments cover the source file in order;
+//! each is cut into regions of at most `region_words` words, and each region
+//! is an independent program, so regions decode in parallel and one tensor
+//! decodes alone.
 
-use std::io::Write;
+pub mod layout;
+mod read;
+#[cfg(feature = "search")]
+pub(crate) mod write;
+
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::error::{DecodeError, EncodeError};
+pub use layout::{SegmentDesc, SegmentKind};
+pub use read::{Archive, decompress, decompress_file, decompress_to, read_info};
+#[cfg(feature = "search")]
+pub use write::{compress, compress_file};
+
+use crate::dtype::Dtype;
+use crate::entropy::{ByteReader, put_varint};
+use crate::error::DecodeError;
 use crate::progress::{NoProgress, ProgressSink};
+
+/// First bytes of every archive.
+pub const MAGIC: [u8; 4] = [0x89, b'B', b'R', b'V'];
+/// Size of the fixed preamble.
+pub const PREAMBLE_LEN: u64 = 72;
+/// Largest segment table accepted.
+pub const MAX_TABLE_LEN: u64 = 256 << 20;
+/// Largest tensor name accepted.
+pub const MAX_NAME_LEN: u64 = 1 << 16;
+/// Most dimensions of a tensor shape.
+pub const MAX_DIMS: u64 = 64;
+/// Largest encoded region accepted.
+pub const MAX_REGION_BODY: u64 = 64 << 20;
+/// Default search budget (candidate programs tried per tensor).
+pub const DEFAULT_BUDGET: u32 = 24;
+/// Words per region the encoder uses (a region is also the unit of
+/// adaptivity: each has its own coder tables).
+pub const DEFAULT_REGION_WORDS: u64 = 1 << 18;
 
 /// How to compress.
 #[derive(Clone)]
@@ -14,23 +49,30 @@ use crate::progress::{NoProgress, ProgressSink};
 pub struct CompressOptions {
     /// Worker threads; 0 means all cores.
     pub threads: usize,
-    /// Search budget (expansions per tensor).
+    /// Search budget: candidate programs tried per tensor.
     pub budget: u32,
     /// Prior steering the search; `None` means uniform.
     #[cfg(feature = "search")]
     pub prior: Option<Arc<crate::search::Prior>>,
     /// Progress events.
     pub progress: Arc<dyn ProgressSink>,
+    /// Words per region.
+    pub region_words: u64,
+    /// Refuse (instead of carrying as plain bytes) input that looks like
+    /// safetensors but is malformed.
+    pub strict_safetensors: bool,
 }
 
 impl Default for CompressOptions {
     fn default() -> Self {
         CompressOptions {
             threads: 0,
-            budget: 16,
+            budget: DEFAULT_BUDGET,
             #[cfg(feature = "search")]
             prior: None,
             progress: Arc::new(NoProgress),
+            region_words: DEFAULT_REGION_WORDS,
+            strict_safetensors: false,
         }
     }
 }
@@ -55,6 +97,16 @@ impl CompressOptions {
     /// Set the progress sink.
     pub fn progress(mut self, p: Arc<dyn ProgressSink>) -> Self {
         self.progress = p;
+        self
+    }
+    /// Set the words per region (clamped to the format's limit).
+    pub fn region_words(mut self, w: u64) -> Self {
+        self.region_words = w.clamp(1024, crate::dsl::MAX_NODE_WORDS);
+        self
+    }
+    /// Refuse malformed safetensors instead of carrying them as bytes.
+    pub fn strict_safetensors(mut self, s: bool) -> Self {
+        self.strict_safetensors = s;
         self
     }
 }
@@ -120,59 +172,315 @@ pub struct ArchiveInfo {
     pub original_len: u64,
     /// SHA-256 of the original file.
     pub sha256: [u8; 32],
+    /// Length of the archive.
+    pub archive_len: u64,
 }
 
-/// Compress bytes in memory.
-#[cfg(feature = "search")]
-pub fn compress(data: &[u8], _opts: &CompressOptions) -> Result<Vec<u8>, EncodeError> {
-    let _ = data;
-    unimplemented!("stub")
+/// One region of a segment in the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Region {
+    /// Offset of its program in the archive.
+    pub body_offset: u64,
+    /// Length of its program.
+    pub body_len: u64,
+    /// xxh3-64 of the region's decoded bytes.
+    pub checksum: u64,
 }
 
-/// Decompress an archive in memory, checking every checksum and the SHA-256.
-pub fn decompress(archive: &[u8]) -> Result<Vec<u8>, DecodeError> {
-    let _ = archive;
-    unimplemented!("stub")
+/// One segment of the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    /// What part of the source it is.
+    pub desc: SegmentDesc,
+    /// Words per region (the last region may be shorter).
+    pub region_words: u64,
+    /// Its regions.
+    pub regions: Vec<Region>,
 }
 
-/// Compress `src` into `dst` atomically (temp file + rename). Fails if `dst`
-/// exists unless `overwrite`.
-#[cfg(feature = "search")]
-pub fn compress_file(
-    src: &Path,
-    dst: &Path,
-    overwrite: bool,
-    opts: &CompressOptions,
-) -> Result<CompressReport, EncodeError> {
-    let _ = (src, dst, overwrite, opts);
-    unimplemented!("stub")
+impl Segment {
+    /// Words in the segment.
+    pub fn words(&self) -> u64 {
+        self.desc.len / self.desc.dtype.word_bytes() as u64
+    }
+
+    /// Words in region `i`.
+    pub fn region_len(&self, i: usize) -> u64 {
+        let start = i as u64 * self.region_words;
+        self.region_words.min(self.words().saturating_sub(start))
+    }
+
+    /// Encoded bytes of the whole segment.
+    pub fn encoded_len(&self) -> u64 {
+        self.regions.iter().map(|r| r.body_len).sum()
+    }
 }
 
-/// Decompress `src` into `dst` atomically, verifying the SHA-256.
-pub fn decompress_file(
-    src: &Path,
-    dst: &Path,
-    overwrite: bool,
-    opts: &DecompressOptions,
-) -> Result<DecompressReport, DecodeError> {
-    let _ = (src, dst, overwrite, opts);
-    unimplemented!("stub")
+/// The fixed preamble.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Preamble {
+    pub version: u16,
+    pub original_len: u64,
+    pub sha256: [u8; 32],
+    pub table_offset: u64,
+    pub table_len: u64,
+    pub table_checksum: u64,
 }
 
-/// Decompress `src` into a writer, streaming, verifying the SHA-256 at the
-/// end (a mismatch is an error after the bytes were written: callers that
-/// must not expose wrong bytes write to a temp file).
-pub fn decompress_to(
-    src: &Path,
-    out: &mut dyn Write,
-    opts: &DecompressOptions,
-) -> Result<DecompressReport, DecodeError> {
-    let _ = (src, out, opts);
-    unimplemented!("stub")
+impl Preamble {
+    pub fn write(&self) -> [u8; PREAMBLE_LEN as usize] {
+        let mut b = [0u8; PREAMBLE_LEN as usize];
+        b[0..4].copy_from_slice(&MAGIC);
+        b[4..6].copy_from_slice(&self.version.to_le_bytes());
+        // 6..8: flags, zero.
+        b[8..16].copy_from_slice(&self.original_len.to_le_bytes());
+        b[16..48].copy_from_slice(&self.sha256);
+        b[48..56].copy_from_slice(&self.table_offset.to_le_bytes());
+        b[56..64].copy_from_slice(&self.table_len.to_le_bytes());
+        b[64..72].copy_from_slice(&self.table_checksum.to_le_bytes());
+        b
+    }
+
+    pub fn read(bytes: &[u8], archive_len: u64) -> Result<Preamble, DecodeError> {
+        let mut r = ByteReader::new(bytes);
+        if r.bytes(4).map_err(|_| DecodeError::BadMagic)? != MAGIC {
+            return Err(DecodeError::BadMagic);
+        }
+        let version = r.u16()?;
+        if version != crate::FORMAT_VERSION {
+            return Err(DecodeError::UnsupportedVersion(version));
+        }
+        if r.u16()? != 0 {
+            return Err(DecodeError::corrupt("unknown flags"));
+        }
+        let original_len = r.u64()?;
+        let sha256: [u8; 32] = r.bytes(32)?.try_into().expect("32 bytes");
+        let table_offset = r.u64()?;
+        let table_len = r.u64()?;
+        let table_checksum = r.u64()?;
+        if table_len > MAX_TABLE_LEN {
+            return Err(DecodeError::Limit {
+                what: "segment table length",
+                value: table_len,
+                limit: MAX_TABLE_LEN,
+            });
+        }
+        if table_offset < PREAMBLE_LEN
+            || table_offset.checked_add(table_len) != Some(archive_len)
+        {
+            return Err(DecodeError::corrupt(format!(
+                "segment table [{table_offset}, +{table_len}) does not end the {archive_len}-byte archive"
+            )));
+        }
+        Ok(Preamble {
+            version,
+            original_len,
+            sha256,
+            table_offset,
+            table_len,
+            table_checksum,
+        })
+    }
 }
 
-/// Read an archive's summary (length, SHA-256) without decoding it.
-pub fn read_info(src: &Path) -> Result<ArchiveInfo, DecodeError> {
-    let _ = src;
-    unimplemented!("stub")
+/// Serialize the segment table.
+pub(crate) fn write_table(segments: &[Segment]) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_varint(&mut out, segments.len() as u64);
+    for s in segments {
+        let d = &s.desc;
+        out.push(d.kind as u8);
+        out.push(d.dtype.wire_id());
+        put_varint(&mut out, d.name.len() as u64);
+        out.extend_from_slice(d.name.as_bytes());
+        put_varint(&mut out, d.shape.len() as u64);
+        for &x in &d.shape {
+            put_varint(&mut out, x);
+        }
+        put_varint(&mut out, d.offset);
+        put_varint(&mut out, d.len);
+        put_varint(&mut out, s.region_words);
+        put_varint(&mut out, s.regions.len() as u64);
+        for r in &s.regions {
+            put_varint(&mut out, r.body_len);
+            out.extend_from_slice(&r.checksum.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// Parse and validate the segment table: segments tile `[0, original_len)`
+/// in order and regions tile `[PREAMBLE_LEN, table_offset)` in order.
+pub(crate) fn read_table(bytes: &[u8], pre: &Preamble) -> Result<Vec<Segment>, DecodeError> {
+    let mut r = ByteReader::new(bytes);
+    let count = r.varint()?;
+    // Every segment needs at least 8 table bytes: no allocation past the table.
+    if count > bytes.len() as u64 / 8 + 1 {
+        return Err(DecodeError::corrupt("segment count larger than the table"));
+    }
+    let mut segments = Vec::new();
+    let mut pos = 0u64;
+    let mut body = PREAMBLE_LEN;
+    for i in 0..count {
+        let kind = match r.u8()? {
+            0 => SegmentKind::Bytes,
+            1 => SegmentKind::Tensor,
+            k => return Err(DecodeError::corrupt(format!("segment {i}: unknown kind {k}"))),
+        };
+        let dtype = Dtype::from_wire_id(r.u8()?)
+            .ok_or_else(|| DecodeError::corrupt(format!("segment {i}: unknown dtype")))?;
+        if (kind == SegmentKind::Bytes) != (dtype == Dtype::Bytes) {
+            return Err(DecodeError::corrupt(format!("segment {i}: kind and dtype disagree")));
+        }
+        let name_len = r.varint()?;
+        if name_len > MAX_NAME_LEN {
+            return Err(DecodeError::Limit {
+                what: "tensor name length",
+                value: name_len,
+                limit: MAX_NAME_LEN,
+            });
+        }
+        let name = std::str::from_utf8(r.bytes(name_len as usize)?)
+            .map_err(|_| DecodeError::corrupt(format!("segment {i}: name is not UTF-8")))?
+            .to_owned();
+        let ndims = r.varint()?;
+        if ndims > MAX_DIMS {
+            return Err(DecodeError::Limit {
+                what: "tensor dimensions",
+                value: ndims,
+                limit: MAX_DIMS,
+            });
+        }
+        let mut shape = Vec::new();
+        for _ in 0..ndims {
+            shape.push(r.varint()?);
+        }
+        let offset = r.varint()?;
+        let len = r.varint()?;
+        if offset != pos || len == 0 {
+            return Err(DecodeError::corrupt(format!(
+                "segment {i}: [{offset}, +{len}) does not follow the previous segment"
+            )));
+        }
+        pos = pos
+            .checked_add(len)
+            .filter(|&p| p <= pre.original_len)
+            .ok_or_else(|| DecodeError::corrupt(format!("segment {i}: past the end of the file")))?;
+        let wb = dtype.word_bytes() as u64;
+        if len % wb != 0 {
+            return Err(DecodeError::corrupt(format!("segment {i}: length not a whole number of words")));
+        }
+        let region_words = r.varint()?;
+        if region_words == 0 || region_words > crate::dsl::MAX_NODE_WORDS {
+            return Err(DecodeError::Limit {
+                what: "words per region",
+                value: region_words,
+                limit: crate::dsl::MAX_NODE_WORDS,
+            });
+        }
+        let nregions = r.varint()?;
+        if nregions != (len / wb).div_ceil(region_words) {
+            return Err(DecodeError::corrupt(format!("segment {i}: wrong region count")));
+        }
+        if nregions > r.remaining() as u64 / 9 {
+            return Err(DecodeError::corrupt(format!("segment {i}: region list larger than the table")));
+        }
+        let mut regions = Vec::with_capacity(nregions as usize);
+        for _ in 0..nregions {
+            let body_len = r.varint()?;
+            if body_len > MAX_REGION_BODY {
+                return Err(DecodeError::Limit {
+                    what: "region program length",
+                    value: body_len,
+                    limit: MAX_REGION_BODY,
+                });
+            }
+            let checksum = r.u64()?;
+            regions.push(Region {
+                body_offset: body,
+                body_len,
+                checksum,
+            });
+            body = body
+                .checked_add(body_len)
+                .filter(|&b| b <= pre.table_offset)
+                .ok_or_else(|| DecodeError::corrupt(format!("segment {i}: programs overrun the table")))?;
+        }
+        segments.push(Segment {
+            desc: SegmentDesc {
+                kind,
+                dtype,
+                name,
+                shape,
+                offset,
+                len,
+            },
+            region_words,
+            regions,
+        });
+    }
+    if r.remaining() != 0 {
+        return Err(DecodeError::corrupt("trailing bytes in the segment table"));
+    }
+    if pos != pre.original_len {
+        return Err(DecodeError::corrupt("segments do not cover the original file"));
+    }
+    if body != pre.table_offset {
+        return Err(DecodeError::corrupt("programs do not fill the archive body"));
+    }
+    Ok(segments)
+}
+
+/// Open an archive file.
+pub fn open(path: &Path) -> Result<Archive<std::fs::File>, DecodeError> {
+    let f = std::fs::File::open(path).map_err(|e| DecodeError::io(path, e))?;
+    Archive::new(f).map_err(|e| match e {
+        DecodeError::Io { source, .. } => DecodeError::io(path, source),
+        e => e,
+    })
+}
+
+pub(crate) fn xxh3(bytes: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(bytes)
+}
+
+/// Words to their little-endian bytes (`width` in 8, 16, 32, 64).
+pub(crate) fn words_to_bytes(words: &[u64], width: u8, out: &mut Vec<u8>) {
+    let bpw = width as usize / 8;
+    out.reserve(words.len() * bpw);
+    match bpw {
+        1 => out.extend(words.iter().map(|&w| w as u8)),
+        2 => words.iter().for_each(|&w| out.extend_from_slice(&(w as u16).to_le_bytes())),
+        4 => words.iter().for_each(|&w| out.extend_from_slice(&(w as u32).to_le_bytes())),
+        _ => words.iter().for_each(|&w| out.extend_from_slice(&w.to_le_bytes())),
+    }
+}
+
+/// Little-endian bytes to words (`width` in 8, 16, 32, 64).
+pub(crate) fn bytes_to_words(bytes: &[u8], width: u8) -> Vec<u64> {
+    match width {
+        8 => bytes.iter().map(|&b| b as u64).collect(),
+        16 => bytes
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]) as u64)
+            .collect(),
+        32 => bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().expect("4")) as u64)
+            .collect(),
+        _ => bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8")))
+            .collect(),
+    }
+}
+
+/// A thread pool of `n` threads (0 = all cores).
+pub(crate) fn pool(n: usize) -> rayon::ThreadPool {
+    let mut b = rayon::ThreadPoolBuilder::new();
+    if n > 0 {
+        b = b.num_threads(n);
+    }
+    b.build()
+        .unwrap_or_else(|_| rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("one thread"))
 }

@@ -37,7 +37,7 @@ pub const MAX_DEPTH: usize = 24;
 pub const MAX_NODES: usize = 4096;
 
 /// A width-preserving bijection on words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum MapOp {
     /// `x ^ c`.
     Xor(u64),
@@ -54,7 +54,7 @@ pub enum MapOp {
 }
 
 /// A running operation over the child stream (out[i] = out[i-1] op child[i]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ScanOp {
     /// Running xor: inverts a previous-word xor delta.
     XorDelta,
@@ -63,7 +63,7 @@ pub enum ScanOp {
 }
 
 /// How a `Merge` splits a word into fields.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Split {
     /// IEEE fields: sign, exponent, mantissa (most significant first).
     Float(Dtype),

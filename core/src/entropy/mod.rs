@@ -13,7 +13,7 @@ use crate::error::DecodeError;
 use rans::Context;
 
 /// A literal's wire codec. Wire ids are stable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum Codec {
     /// Each word in `ceil(width / 8)` little-endian bytes.
@@ -219,7 +219,7 @@ pub fn encode_best(
     } else {
         (Codec::Raw, raw_size, None)
     };
-    let mut consider = |c: Codec, p: Vec<u8>, best: &mut (Codec, usize, Option<Vec<u8>>)| {
+    let consider = |c: Codec, p: Vec<u8>, best: &mut (Codec, usize, Option<Vec<u8>>)| {
         if p.len() < best.1 {
             *best = (c, p.len(), Some(p));
         }

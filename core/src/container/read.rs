@@ -1,0 +1,328 @@
+//! Decoding: archive -> programs -> interpreter -> bytes. Needs no search code.
+
+use std::io::Write;
+use std::path::Path;
+
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+
+use super::{
+    ArchiveInfo, DecompressOptions, DecompressReport, PREAMBLE_LEN, Preamble, Segment, SegmentKind,
+    pool, read_table, words_to_bytes, xxh3,
+};
+use crate::dsl::exec::{NoRefs, Resolver, execute};
+use crate::dsl::{Node, wire};
+use crate::error::DecodeError;
+
+/// Random-access reads (positional, so threads can share one source).
+pub trait ReadAt: Sync {
+    /// Total length.
+    fn len(&self) -> std::io::Result<u64>;
+    /// Fill `buf` from `offset`.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()>;
+}
+
+impl ReadAt for [u8] {
+    fn len(&self) -> std::io::Result<u64> {
+        Ok(<[u8]>::len(self) as u64)
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let s = usize::try_from(offset)
+            .ok()
+            .and_then(|o| self.get(o..o.checked_add(buf.len())?))
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?;
+        buf.copy_from_slice(s);
+        Ok(())
+    }
+}
+
+impl ReadAt for std::fs::File {
+    fn len(&self) -> std::io::Result<u64> {
+        Ok(self.metadata()?.len())
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
+    }
+}
+
+impl<T: ReadAt + ?Sized> ReadAt for &T {
+    fn len(&self) -> std::io::Result<u64> {
+        (**self).len()
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        (**self).read_exact_at(offset, buf)
+    }
+}
+
+fn io_err(e: std::io::Error) -> DecodeError {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        DecodeError::corrupt("archive ends early")
+    } else {
+        DecodeError::io("<archive>", e)
+    }
+}
+
+/// An opened archive: preamble and segment table read and validated.
+pub struct Archive<R: ReadAt> {
+    src: R,
+    pre: Preamble,
+    segments: Vec<Segment>,
+    archive_len: u64,
+}
+
+impl<R: ReadAt> Archive<R> {
+    /// Read and validate the preamble and the table.
+    pub fn new(src: R) -> Result<Self, DecodeError> {
+        let archive_len = src.len().map_err(io_err)?;
+        if archive_len < PREAMBLE_LEN {
+            return Err(if archive_len >= 4 {
+                let mut m = [0u8; 4];
+                src.read_exact_at(0, &mut m).map_err(io_err)?;
+                if m != super::MAGIC {
+                    DecodeError::BadMagic
+                } else {
+                    DecodeError::Truncated {
+                        offset: 0,
+                        needed: PREAMBLE_LEN,
+                        have: archive_len,
+                    }
+                }
+            } else {
+                DecodeError::BadMagic
+            });
+        }
+        let mut pb = [0u8; PREAMBLE_LEN as usize];
+        src.read_exact_at(0, &mut pb).map_err(io_err)?;
+        let pre = Preamble::read(&pb, archive_len)?;
+        let mut table = vec![0u8; pre.table_len as usize];
+        src.read_exact_at(pre.table_offset, &mut table).map_err(io_err)?;
+        if xxh3(&table) != pre.table_checksum {
+            return Err(DecodeError::Checksum {
+                what: "segment table".into(),
+            });
+        }
+        let segments = read_table(&table, &pre)?;
+        Ok(Archive {
+            src,
+            pre,
+            segments,
+            archive_len,
+        })
+    }
+
+    /// Summary.
+    pub fn info(&self) -> ArchiveInfo {
+        ArchiveInfo {
+            format_version: self.pre.version,
+            original_len: self.pre.original_len,
+            sha256: self.pre.sha256,
+            archive_len: self.archive_len,
+        }
+    }
+
+    /// The segments in file order.
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    /// Parse the program of region `r` of segment `s`.
+    pub fn program(&self, s: usize, r: usize) -> Result<Node, DecodeError> {
+        let seg = self
+            .segments
+            .get(s)
+            .ok_or_else(|| DecodeError::corrupt(format!("no segment {s}")))?;
+        let reg = seg
+            .regions
+            .get(r)
+            .ok_or_else(|| DecodeError::corrupt(format!("segment {s} has no region {r}")))?;
+        let mut body = vec![0u8; reg.body_len as usize];
+        self.src.read_exact_at(reg.body_offset, &mut body).map_err(io_err)?;
+        let node = wire::read_exact(&body)?;
+        let want = seg.region_len(r);
+        if node.width() != seg.desc.width() || node.len() != want {
+            return Err(DecodeError::corrupt(format!(
+                "segment {s} region {r}: program has type u{}[{}], expected u{}[{want}]",
+                node.width(),
+                node.len(),
+                seg.desc.width()
+            )));
+        }
+        Ok(node)
+    }
+
+    /// Decode region `r` of segment `s` to its bytes, checking its checksum.
+    /// `allow_refs`: whether its program may reference earlier segments.
+    fn decode_region(&self, s: usize, r: usize, allow_refs: bool) -> Result<Vec<u8>, DecodeError> {
+        let node = self.program(s, r)?;
+        let seg = &self.segments[s];
+        let words = if allow_refs {
+            execute(&node, &SegmentRefs { archive: self, current: s })?
+        } else {
+            execute(&node, &NoRefs)?
+        };
+        let mut bytes = Vec::new();
+        words_to_bytes(&words, seg.desc.width(), &mut bytes);
+        if xxh3(&bytes) != seg.regions[r].checksum {
+            return Err(DecodeError::Checksum {
+                what: format!("segment {s} ({}) region {r}", seg.desc.name),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Decode one segment (e.g. one tensor) alone.
+    pub fn decode_segment(&self, s: usize) -> Result<Vec<u8>, DecodeError> {
+        let seg = self
+            .segments
+            .get(s)
+            .ok_or_else(|| DecodeError::corrupt(format!("no segment {s}")))?;
+        let mut out = Vec::with_capacity(seg.desc.len as usize);
+        for r in 0..seg.regions.len() {
+            out.extend_from_slice(&self.decode_region(s, r, true)?);
+        }
+        Ok(out)
+    }
+
+    /// Index of the tensor called `name`.
+    pub fn find(&self, name: &str) -> Option<usize> {
+        self.segments
+            .iter()
+            .position(|s| s.desc.kind == SegmentKind::Tensor && s.desc.name == name)
+    }
+
+    /// Decode everything into `out`, in order, regions in parallel with
+    /// memory bounded by threads x region size; verify length and SHA-256.
+    pub fn decode_to(
+        &self,
+        out: &mut dyn Write,
+        opts: &DecompressOptions,
+    ) -> Result<DecompressReport, DecodeError> {
+        let pool = pool(opts.threads);
+        let batch = pool.current_num_threads() * 2;
+        let mut sha = Sha256::new();
+        let mut written = 0u64;
+        opts.progress.start("decompress", self.pre.original_len);
+        for (s, seg) in self.segments.iter().enumerate() {
+            let n = seg.regions.len();
+            let mut r0 = 0;
+            while r0 < n {
+                let r1 = (r0 + batch).min(n);
+                let parts: Vec<Result<Vec<u8>, DecodeError>> = pool.install(|| {
+                    (r0..r1)
+                        .into_par_iter()
+                        .map(|r| self.decode_region(s, r, true))
+                        .collect()
+                });
+                for p in parts {
+                    let p = p?;
+                    sha.update(&p);
+                    out.write_all(&p).map_err(|e| DecodeError::io("<output>", e))?;
+                    written += p.len() as u64;
+                    opts.progress.advance(p.len() as u64);
+                }
+                r0 = r1;
+            }
+        }
+        opts.progress.finish();
+        let digest: [u8; 32] = sha.finalize().into();
+        if written != self.pre.original_len {
+            return Err(DecodeError::corrupt("decoded length differs from the recorded one"));
+        }
+        if digest != self.pre.sha256 {
+            return Err(DecodeError::ShaMismatch {
+                expected: hex::encode(self.pre.sha256),
+                actual: hex::encode(digest),
+            });
+        }
+        Ok(DecompressReport {
+            original_len: written,
+            sha256: digest,
+        })
+    }
+}
+
+/// Resolves `Ref` nodes by decoding the earlier segment's regions (which
+/// may not themselves hold references: no chains, no cycles).
+struct SegmentRefs<'a, R: ReadAt> {
+    archive: &'a Archive<R>,
+    current: usize,
+}
+
+impl<R: ReadAt> Resolver for SegmentRefs<'_, R> {
+    fn resolve(&self, segment: u32, offset: u64, n: u64, width: u8) -> Result<Vec<u64>, DecodeError> {
+        let s = segment as usize;
+        if s >= self.current {
+            return Err(DecodeError::corrupt("reference to a later segment"));
+        }
+        let seg = &self.archive.segments[s];
+        if seg.desc.width() != width {
+            return Err(DecodeError::corrupt("reference to a segment of another width"));
+        }
+        let end = offset
+            .checked_add(n)
+            .filter(|&e| e <= seg.words())
+            .ok_or_else(|| DecodeError::corrupt("reference past the end of its segment"))?;
+        let mut words = Vec::with_capacity(n as usize);
+        let mut r = (offset / seg.region_words) as usize;
+        while (words.len() as u64) < n {
+            let start = r as u64 * seg.region_words;
+            let bytes = self.archive.decode_region(s, r, false)?;
+            let w = super::bytes_to_words(&bytes, width);
+            let lo = offset.saturating_sub(start) as usize;
+            let hi = (end - start).min(w.len() as u64) as usize;
+            words.extend_from_slice(&w[lo..hi]);
+            r += 1;
+        }
+        Ok(words)
+    }
+}
+
+/// Decompress an archive in memory, checking every checksum and the SHA-256.
+pub fn decompress(archive: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    let a = Archive::new(archive)?;
+    let cap = a.pre.original_len.min(archive.len() as u64 * 64 + (1 << 20));
+    let mut out = Vec::with_capacity(cap as usize);
+    a.decode_to(&mut out, &DecompressOptions::default())?;
+    Ok(out)
+}
+
+/// Decompress `src` into a writer, streaming, verifying the SHA-256 at the
+/// end (a mismatch is an error after the bytes were written: callers that
+/// must not expose wrong bytes write to a temp file).
+pub fn decompress_to(
+    src: &Path,
+    out: &mut dyn Write,
+    opts: &DecompressOptions,
+) -> Result<DecompressReport, DecodeError> {
+    let a = super::open(src)?;
+    a.decode_to(out, opts)
+}
+
+/// Decompress `src` into `dst` atomically (temp file + rename), verifying
+/// the SHA-256 before the rename. Fails if `dst` exists unless `overwrite`.
+pub fn decompress_file(
+    src: &Path,
+    dst: &Path,
+    overwrite: bool,
+    opts: &DecompressOptions,
+) -> Result<DecompressReport, DecodeError> {
+    if !overwrite && dst.exists() {
+        return Err(DecodeError::io(
+            dst,
+            std::io::Error::new(std::io::ErrorKind::AlreadyExists, "already exists (use --force to overwrite)"),
+        ));
+    }
+    let a = super::open(src)?;
+    let tmp = crate::fsutil::TempFile::beside(dst).map_err(|e| DecodeError::io(dst, e))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp.file().map_err(|e| DecodeError::io(dst, e))?);
+    let report = a.decode_to(&mut w, opts)?;
+    w.flush().map_err(|e| DecodeError::io(dst, e))?;
+    drop(w);
+    tmp.persist(dst, overwrite).map_err(|e| DecodeError::io(dst, e))?;
+    Ok(report)
+}
+
+/// Read an archive's summary (length, SHA-256) without decoding it.
+pub fn read_info(src: &Path) -> Result<ArchiveInfo, DecodeError> {
+    Ok(super::open(src)?.info())
+}

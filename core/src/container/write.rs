@@ -1,0 +1,319 @@
+//! Encoding: source file -> segments -> one program per region -> archive.
+
+use std::collections::HashMap;
+use std::io::{Seek, SeekFrom, Write};
+use std::path::Path;
+
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+
+use super::layout::{self, MAX_SAFETENSORS_HEADER, SegmentDesc, SegmentKind};
+use super::read::ReadAt;
+use super::{
+    CompressOptions, CompressReport, PREAMBLE_LEN, Preamble, Region, Segment, bytes_to_words, pool,
+    write_table, xxh3,
+};
+use crate::dsl::exec::{NoRefs, execute};
+use crate::dsl::{Node, wire};
+use crate::error::EncodeError;
+use crate::search::{self, Instantiate, Prior, Shape, Target};
+
+fn io(path: &str, e: std::io::Error) -> EncodeError {
+    EncodeError::io(path, e)
+}
+
+/// Split a source into segments. `strict`: a malformed safetensors header is
+/// an error rather than plain bytes.
+pub(crate) fn segments_of(
+    src: &dyn ReadAt,
+    name: &Path,
+    strict: bool,
+) -> Result<Vec<SegmentDesc>, EncodeError> {
+    let label = name.display().to_string();
+    let len = src.len().map_err(|e| io(&label, e))?;
+    let mut head = [0u8; 9];
+    if len < 9 {
+        return Ok(layout::plain_segments(len));
+    }
+    src.read_exact_at(0, &mut head).map_err(|e| io(&label, e))?;
+    let n = u64::from_le_bytes(head[..8].try_into().expect("8"));
+    let looks = head[8] == b'{' && n <= MAX_SAFETENSORS_HEADER && n + 8 <= len;
+    if !looks {
+        if strict {
+            return Err(EncodeError::Safetensors {
+                path: label,
+                reason: if n > MAX_SAFETENSORS_HEADER || n + 8 > len {
+                    format!("header length {n} does not fit the {len}-byte file")
+                } else {
+                    "header does not start with '{'".into()
+                },
+            });
+        }
+        return Ok(layout::plain_segments(len));
+    }
+    let mut prefix = vec![0u8; 8 + n as usize];
+    src.read_exact_at(0, &mut prefix).map_err(|e| io(&label, e))?;
+    match layout::safetensors_segments(&prefix, len) {
+        Ok(Some(s)) => Ok(s),
+        Ok(None) => Ok(layout::plain_segments(len)),
+        Err(reason) if strict => Err(EncodeError::Safetensors {
+            path: label,
+            reason,
+        }),
+        Err(_) => Ok(layout::plain_segments(len)),
+    }
+}
+
+/// The sample words of a tensor segment the search judges programs on.
+pub(crate) fn read_sample(src: &dyn ReadAt, s: &SegmentDesc) -> std::io::Result<Vec<u64>> {
+    let wb = s.dtype.word_bytes() as u64;
+    let (start, n) = search::sample_range(s.len / wb);
+    let mut buf = vec![0u8; (n * wb) as usize];
+    src.read_exact_at(s.offset + start * wb, &mut buf)?;
+    Ok(bytes_to_words(&buf, s.width()))
+}
+
+/// How one segment is coded.
+enum Plan {
+    /// Every region with this shape.
+    Shape(Shape),
+    /// Identical to an earlier segment.
+    Ref(u32),
+}
+
+/// Compress a source into `out` (which must start empty at position 0).
+pub(crate) fn compress_source<W: Write + Seek>(
+    src: &dyn ReadAt,
+    name: &Path,
+    out: &mut W,
+    opts: &CompressOptions,
+) -> Result<CompressReport, EncodeError> {
+    let label = name.display().to_string();
+    let len = src.len().map_err(|e| io(&label, e))?;
+    let descs = segments_of(src, name, opts.strict_safetensors)?;
+    let pool = pool(opts.threads);
+    let region_words = opts.region_words.clamp(1024, crate::dsl::MAX_NODE_WORDS);
+
+    // Pass 1: SHA-256 of the file and a strong hash of each tensor (dedupe).
+    let mut sha = Sha256::new();
+    let mut seg_hash = vec![0u128; descs.len()];
+    {
+        let mut buf = vec![0u8; 4 << 20];
+        for (i, d) in descs.iter().enumerate() {
+            let mut h = xxhash_rust::xxh3::Xxh3::new();
+            let mut pos = d.offset;
+            let end = d.offset + d.len;
+            while pos < end {
+                let k = ((end - pos) as usize).min(buf.len());
+                src.read_exact_at(pos, &mut buf[..k]).map_err(|e| io(&label, e))?;
+                sha.update(&buf[..k]);
+                h.update(&buf[..k]);
+                pos += k as u64;
+            }
+            seg_hash[i] = h.digest128();
+        }
+    }
+    let sha256: [u8; 32] = sha.finalize().into();
+
+    // Plans: references for duplicate tensors, a searched shape otherwise.
+    let prior = opts.prior.clone().unwrap_or_else(|| std::sync::Arc::new(Prior::uniform()));
+    let mut first: HashMap<(u8, u64, u128), usize> = HashMap::new();
+    let mut plans: Vec<Option<Plan>> = Vec::with_capacity(descs.len());
+    for (i, d) in descs.iter().enumerate() {
+        if d.kind == SegmentKind::Tensor {
+            let key = (d.dtype.wire_id(), d.len, seg_hash[i]);
+            if let Some(&j) = first.get(&key) {
+                if same_bytes(src, &descs[j], d).map_err(|e| io(&label, e))? {
+                    plans.push(Some(Plan::Ref(j as u32)));
+                    continue;
+                }
+            } else {
+                first.insert(key, i);
+            }
+        }
+        plans.push(None);
+    }
+    let searched: Vec<Result<Option<Shape>, EncodeError>> = pool.install(|| {
+        descs
+            .par_iter()
+            .zip(&plans)
+            .map(|(d, p)| {
+                if p.is_some() {
+                    return Ok(None);
+                }
+                if d.kind == SegmentKind::Bytes {
+                    return Ok(Some(Shape::Generic));
+                }
+                let words = read_sample(src, d).map_err(|e| io(&label, e))?;
+                let t = Target {
+                    words: &words,
+                    width: d.width(),
+                    dtype: d.dtype,
+                    name: &d.name,
+                    rank: d.shape.len(),
+                    total_words: d.len / d.dtype.word_bytes() as u64,
+                };
+                Ok(Some(search::synthesize(&t, &prior, opts.budget).shape))
+            })
+            .collect()
+    });
+    for (p, s) in plans.iter_mut().zip(searched) {
+        if let Some(shape) = s? {
+            *p = Some(Plan::Shape(shape));
+        }
+    }
+
+    // Pass 2: regions in parallel batches, written in order.
+    out.write_all(&[0u8; PREAMBLE_LEN as usize]).map_err(|e| io("<output>", e))?;
+    let mut body_pos = PREAMBLE_LEN;
+    let mut segments = Vec::with_capacity(descs.len());
+    let batch = pool.current_num_threads() * 2;
+    opts.progress.start(&format!("compress {}", file_label(name)), len);
+    let cfg = Instantiate::default();
+    for (si, (d, plan)) in descs.iter().zip(&plans).enumerate() {
+        let plan = plan.as_ref().expect("every segment has a plan");
+        let wb = d.dtype.word_bytes() as u64;
+        let words_total = d.len / wb;
+        let nregions = words_total.div_ceil(region_words) as usize;
+        let mut regions = Vec::with_capacity(nregions);
+        let mut r0 = 0;
+        while r0 < nregions {
+            let r1 = (r0 + batch).min(nregions);
+            let coded: Vec<Result<(Vec<u8>, u64, u64), EncodeError>> = pool.install(|| {
+                (r0..r1)
+                    .into_par_iter()
+                    .map(|r| {
+                        let start = r as u64 * region_words;
+                        let n = region_words.min(words_total - start);
+                        let mut bytes = vec![0u8; (n * wb) as usize];
+                        src.read_exact_at(d.offset + start * wb, &mut bytes)
+                            .map_err(|e| io(&label, e))?;
+                        let node = match plan {
+                            Plan::Ref(j) => Node::Ref {
+                                width: d.width(),
+                                n,
+                                segment: *j,
+                                offset: start,
+                            },
+                            Plan::Shape(shape) => code_region(shape, &bytes, d.width(), &cfg),
+                        };
+                        Ok((wire::write(&node), xxh3(&bytes), bytes.len() as u64))
+                    })
+                    .collect()
+            });
+            for c in coded {
+                let (body, checksum, raw_len) = c?;
+                out.write_all(&body).map_err(|e| io("<output>", e))?;
+                regions.push(Region {
+                    body_offset: body_pos,
+                    body_len: body.len() as u64,
+                    checksum,
+                });
+                body_pos += body.len() as u64;
+                opts.progress.advance(raw_len);
+            }
+            r0 = r1;
+        }
+        let _ = si;
+        segments.push(Segment {
+            desc: d.clone(),
+            region_words,
+            regions,
+        });
+    }
+    opts.progress.finish();
+    let table = write_table(&segments);
+    out.write_all(&table).map_err(|e| io("<output>", e))?;
+    let pre = Preamble {
+        version: crate::FORMAT_VERSION,
+        original_len: len,
+        sha256,
+        table_offset: body_pos,
+        table_len: table.len() as u64,
+        table_checksum: xxh3(&table),
+    };
+    out.seek(SeekFrom::Start(0)).map_err(|e| io("<output>", e))?;
+    out.write_all(&pre.write()).map_err(|e| io("<output>", e))?;
+    out.seek(SeekFrom::End(0)).map_err(|e| io("<output>", e))?;
+    Ok(CompressReport {
+        original_len: len,
+        archive_len: body_pos + table.len() as u64,
+        sha256,
+    })
+}
+
+/// Code one region with a shape; the program is executed and compared with
+/// the words before it is accepted (a literal otherwise).
+fn code_region(shape: &Shape, bytes: &[u8], width: u8, cfg: &Instantiate) -> Node {
+    let words = bytes_to_words(bytes, width);
+    let node = search::instantiate(shape, &words, width, cfg);
+    if execute(&node, &NoRefs).ok().as_deref() == Some(&words[..]) {
+        node
+    } else {
+        search::instantiate(&Shape::Lit(None), &words, width, cfg)
+    }
+}
+
+fn same_bytes(src: &dyn ReadAt, a: &SegmentDesc, b: &SegmentDesc) -> std::io::Result<bool> {
+    let mut x = vec![0u8; 1 << 20];
+    let mut y = vec![0u8; 1 << 20];
+    let mut pos = 0u64;
+    while pos < a.len {
+        let k = ((a.len - pos) as usize).min(x.len());
+        src.read_exact_at(a.offset + pos, &mut x[..k])?;
+        src.read_exact_at(b.offset + pos, &mut y[..k])?;
+        if x[..k] != y[..k] {
+            return Ok(false);
+        }
+        pos += k as u64;
+    }
+    Ok(true)
+}
+
+fn file_label(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "<memory>".into())
+}
+
+/// Compress bytes in memory.
+pub fn compress(data: &[u8], opts: &CompressOptions) -> Result<Vec<u8>, EncodeError> {
+    let mut out = std::io::Cursor::new(Vec::with_capacity(data.len() / 2 + 1024));
+    compress_source(&data, Path::new("<memory>"), &mut out, opts)?;
+    Ok(out.into_inner())
+}
+
+/// Compress `src` into `dst` atomically (temp file + rename). Fails if `dst`
+/// exists unless `overwrite`. Files named `*.safetensors` must be valid
+/// safetensors; anything else that is not is carried as plain bytes.
+pub fn compress_file(
+    src: &Path,
+    dst: &Path,
+    overwrite: bool,
+    opts: &CompressOptions,
+) -> Result<CompressReport, EncodeError> {
+    if !overwrite && dst.exists() {
+        return Err(EncodeError::Exists(dst.to_path_buf()));
+    }
+    let f = std::fs::File::open(src).map_err(|e| EncodeError::io(src, e))?;
+    let strict = opts.strict_safetensors
+        || src.extension().is_some_and(|e| e.eq_ignore_ascii_case("safetensors"));
+    let opts = opts.clone().strict_safetensors(strict);
+    let tmp = crate::fsutil::TempFile::beside(dst).map_err(|e| EncodeError::io(dst, e))?;
+    let file = tmp.file().map_err(|e| EncodeError::io(dst, e))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+    let report = compress_source(&f, src, &mut w, &opts).map_err(|e| match e {
+        EncodeError::Io { path, source } if path.as_os_str() == "<output>" => EncodeError::io(dst, source),
+        e => e,
+    })?;
+    w.flush().map_err(|e| EncodeError::io(dst, e))?;
+    drop(w);
+    tmp.persist(dst, overwrite).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            EncodeError::Exists(dst.to_path_buf())
+        } else {
+            EncodeError::io(dst, e)
+        }
+    })?;
+    Ok(report)
+}

@@ -1,0 +1,153 @@
+//! The prior: how likely each production is in a context, learned from the
+//! programs the search finds on a sample of one checkpoint's tensors.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::dtype::Dtype;
+use crate::error::DecodeError;
+
+/// Where a hole sits: what the prior conditions on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HoleContext {
+    /// Production of the parent (`top` for the root), with the field index
+    /// inside a Merge, e.g. `Merge[bf16].1`.
+    pub parent: String,
+    /// Word width of the hole.
+    pub width: u8,
+    /// The tensor's dtype.
+    pub dtype: Dtype,
+    /// The tensor's role from its name and shape (e.g. `attn.2d`).
+    pub role: String,
+    /// Cheap statistics bucket of the tensor (size class).
+    pub bucket: u8,
+}
+
+impl HoleContext {
+    fn full_key(&self) -> String {
+        format!("{}|{}|{}|{}|{}", self.dtype.name(), self.width, self.parent, self.role, self.bucket)
+    }
+    fn backoff_key(&self) -> String {
+        format!("{}|{}|{}", self.dtype.name(), self.width, self.parent)
+    }
+}
+
+/// A production model with backoff: full context -> (dtype, width, parent)
+/// -> uniform. Counts are the productions of winning programs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Prior {
+    /// Format marker.
+    #[serde(default)]
+    pub version: u32,
+    /// Production counts per full context.
+    #[serde(default)]
+    pub full: BTreeMap<String, BTreeMap<String, u32>>,
+    /// Production counts per backoff context.
+    #[serde(default)]
+    pub backoff: BTreeMap<String, BTreeMap<String, u32>>,
+    /// How many tensors it was learned from.
+    #[serde(default)]
+    pub tensors: u32,
+    /// Where it was learned (file names), informational.
+    #[serde(default)]
+    pub source: Vec<String>,
+}
+
+/// Weight of the backoff distribution relative to the observed counts.
+const SMOOTHING: f64 = 0.5;
+
+impl Prior {
+    /// The uniform prior (no knowledge).
+    pub fn uniform() -> Prior {
+        Prior {
+            version: 1,
+            ..Prior::default()
+        }
+    }
+
+    /// Whether nothing was learned.
+    pub fn is_uniform(&self) -> bool {
+        self.full.is_empty() && self.backoff.is_empty()
+    }
+
+    /// Probability of each production among `choices` in `ctx` (sums to 1).
+    pub fn probabilities(&self, ctx: &HoleContext, choices: &[&str]) -> Vec<f64> {
+        let k = choices.len().max(1) as f64;
+        let uniform = vec![1.0 / k; choices.len()];
+        let back = smooth(self.backoff.get(&ctx.backoff_key()), choices, &uniform);
+        smooth(self.full.get(&ctx.full_key()), choices, &back)
+    }
+
+    /// Record the productions of a winning program.
+    pub fn observe(&mut self, ctx: &HoleContext, production: &str) {
+        *self
+            .full
+            .entry(ctx.full_key())
+            .or_default()
+            .entry(production.to_owned())
+            .or_default() += 1;
+        *self
+            .backoff
+            .entry(ctx.backoff_key())
+            .or_default()
+            .entry(production.to_owned())
+            .or_default() += 1;
+    }
+
+    /// Serialize as JSON (`brevis.prior.json`).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|_| "{}".into())
+    }
+
+    /// Parse JSON written by [`Prior::to_json`].
+    pub fn from_json(s: &str) -> Result<Prior, DecodeError> {
+        serde_json::from_str(s).map_err(|e| DecodeError::Prior(e.to_string()))
+    }
+}
+
+fn smooth(counts: Option<&BTreeMap<String, u32>>, choices: &[&str], base: &[f64]) -> Vec<f64> {
+    let Some(counts) = counts else {
+        return base.to_vec();
+    };
+    let total: f64 = choices.iter().map(|c| *counts.get(*c).unwrap_or(&0) as f64).sum();
+    choices
+        .iter()
+        .zip(base)
+        .map(|(c, b)| (*counts.get(*c).unwrap_or(&0) as f64 + SMOOTHING * b) / (total + SMOOTHING))
+        .collect()
+}
+
+/// The role of a tensor from its name and rank, e.g. `attn.2d`.
+pub fn role(name: &str, rank: usize) -> String {
+    let n = name.to_ascii_lowercase();
+    let kind = if n.ends_with("bias") || n.ends_with(".b") {
+        "bias"
+    } else if ["norm", "ln_", ".ln", "layernorm", "bn", "batchnorm"].iter().any(|k| n.contains(k)) {
+        "norm"
+    } else if ["embed", "wte", "wpe", "tok_", "token"].iter().any(|k| n.contains(k)) {
+        "embed"
+    } else if ["attn", "attention", "q_proj", "k_proj", "v_proj", "o_proj", "query", "key", "value"]
+        .iter()
+        .any(|k| n.contains(k))
+    {
+        "attn"
+    } else if ["mlp", "ffn", "fc", "up_proj", "down_proj", "gate", "dense", "intermediate"]
+        .iter()
+        .any(|k| n.contains(k))
+    {
+        "mlp"
+    } else if n.contains("conv") {
+        "conv"
+    } else if n.starts_with("__") {
+        "bytes"
+    } else {
+        "other"
+    };
+    format!("{kind}.{}d", rank.min(5))
+}
+
+/// Size class of a tensor: log2 of its word count, in steps of 4.
+pub fn bucket(words: u64) -> u8 {
+    ((64 - words.leading_zeros()) / 4) as u8
+}

@@ -1,0 +1,225 @@
+//! Program shapes: programs without payloads. The search chooses a shape on
+//! a sample of a tensor; every region of the tensor is then coded with that
+//! shape, which decomposes the region's words into child targets and codes
+//! each leaf exactly.
+
+use serde::{Deserialize, Serialize};
+
+use crate::dsl::{MapOp, Node, ScanOp, Split, mask};
+use crate::entropy::{self, Codec, LitOptions, Sibling};
+
+/// A program with holes instead of payloads.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Shape {
+    /// Still to be chosen (a partial program).
+    Hole,
+    /// A literal leaf; `None` picks the codec by exact size on each region,
+    /// `Some` uses the codec the search found (or raw if that is smaller).
+    /// A leaf whose words are all equal becomes `Const`.
+    Lit(Option<Codec>),
+    /// A literal that may also use the generic codec (zstd).
+    Generic,
+    /// Split words into fields.
+    Merge(Split, Vec<Shape>),
+    /// A bijection per word.
+    Map(MapOp, Box<Shape>),
+    /// A running xor / sum.
+    Scan(ScanOp, Box<Shape>),
+}
+
+impl Shape {
+    /// Whether the shape has no holes.
+    pub fn is_complete(&self) -> bool {
+        match self {
+            Shape::Hole => false,
+            Shape::Lit(_) | Shape::Generic => true,
+            Shape::Merge(_, c) => c.iter().all(Shape::is_complete),
+            Shape::Map(_, c) | Shape::Scan(_, c) => c.is_complete(),
+        }
+    }
+
+    /// Text such as `Merge[bf16](Lit, Lit, Lit)`.
+    pub fn text(&self) -> String {
+        match self {
+            Shape::Hole => "?".into(),
+            Shape::Lit(None) => "Lit".into(),
+            Shape::Lit(Some(c)) => format!("Lit<{}>", c.name()),
+            Shape::Generic => "Lit<generic>".into(),
+            Shape::Merge(s, c) => format!(
+                "Merge[{s}]({})",
+                c.iter().map(Shape::text).collect::<Vec<_>>().join(", ")
+            ),
+            Shape::Map(op, c) => format!("Map[{op}]({})", c.text()),
+            Shape::Scan(op, c) => format!(
+                "Scan[{}]({})",
+                match op {
+                    ScanOp::XorDelta => "xor",
+                    ScanOp::Diff => "diff",
+                },
+                c.text()
+            ),
+        }
+    }
+
+    /// The shape with every leaf's codec fixed to the one `node` used
+    /// (node is this shape instantiated on a sample).
+    pub fn freeze(&self, node: &Node) -> Shape {
+        match (self, node) {
+            (Shape::Hole | Shape::Lit(None), Node::Lit { codec, .. }) => Shape::Lit(Some(*codec)),
+            (Shape::Merge(s, kids), Node::Merge { children, .. }) if kids.len() == children.len() => {
+                Shape::Merge(
+                    s.clone(),
+                    kids.iter().zip(children).map(|(k, c)| k.freeze(c)).collect(),
+                )
+            }
+            (Shape::Map(op, k), Node::Map { child, .. }) => Shape::Map(*op, Box::new(k.freeze(child))),
+            (Shape::Scan(op, k), Node::Scan { child, .. }) => {
+                Shape::Scan(*op, Box::new(k.freeze(child)))
+            }
+            (s, _) => s.clone(),
+        }
+    }
+}
+
+/// Settings for coding a region with a shape.
+#[derive(Debug, Clone, Copy)]
+pub struct Instantiate {
+    /// zstd level of `Generic` leaves.
+    pub zstd_level: i32,
+}
+
+impl Default for Instantiate {
+    fn default() -> Self {
+        Instantiate { zstd_level: 19 }
+    }
+}
+
+fn all_equal(words: &[u64]) -> bool {
+    words.first().is_none_or(|&f| words.iter().all(|&w| w == f))
+}
+
+/// Code `words` (of `width` bits) with `shape`. Always correct: a shape that
+/// does not fit the words (wrong width) falls back to a literal.
+pub fn instantiate(shape: &Shape, words: &[u64], width: u8, cfg: &Instantiate) -> Node {
+    inst(shape, words, width, &[], cfg)
+}
+
+fn inst(shape: &Shape, words: &[u64], width: u8, sibs: &[Sibling<'_>], cfg: &Instantiate) -> Node {
+    if all_equal(words) && !matches!(shape, Shape::Merge(..) | Shape::Map(..) | Shape::Scan(..)) {
+        return Node::Const {
+            width,
+            n: words.len() as u64,
+            word: words.first().copied().unwrap_or(0),
+        };
+    }
+    match shape {
+        Shape::Hole | Shape::Lit(None) => lit_auto(words, width, sibs, None),
+        Shape::Generic => lit_auto(words, width, sibs, Some(cfg.zstd_level)),
+        Shape::Lit(Some(codec)) => lit_fixed(*codec, words, width, sibs),
+        Shape::Merge(split, kids) => {
+            let fields = split.fields();
+            if split.width() != width as u32 || kids.len() != fields.len() {
+                return lit_auto(words, width, sibs, None);
+            }
+            let parts = split.split(words);
+            let mut children = Vec::with_capacity(kids.len());
+            for i in 0..kids.len() {
+                let s: Vec<Sibling<'_>> = (0..i)
+                    .filter(|&j| fields[j] <= 8)
+                    .map(|j| Sibling {
+                        index: j as u8,
+                        words: &parts[j],
+                        width: fields[j],
+                    })
+                    .collect();
+                children.push(inst(&kids[i], &parts[i], fields[i], &s, cfg));
+            }
+            Node::Merge {
+                split: split.clone(),
+                children,
+            }
+        }
+        Shape::Map(op, kid) => {
+            let inv = op.inverse(width);
+            let child: Vec<u64> = words.iter().map(|&w| inv.apply(w)).collect();
+            Node::Map {
+                op: *op,
+                child: Box::new(inst(kid, &child, width, &[], cfg)),
+            }
+        }
+        Shape::Scan(op, kid) => {
+            let m = mask(width);
+            let mut prev = 0u64;
+            let child: Vec<u64> = words
+                .iter()
+                .map(|&w| {
+                    let d = match op {
+                        ScanOp::XorDelta => w ^ prev,
+                        ScanOp::Diff => w.wrapping_sub(prev) & m,
+                    };
+                    prev = w;
+                    d
+                })
+                .collect();
+            Node::Scan {
+                op: *op,
+                child: Box::new(inst(kid, &child, width, &[], cfg)),
+            }
+        }
+    }
+}
+
+fn lit_auto(words: &[u64], width: u8, sibs: &[Sibling<'_>], zstd: Option<i32>) -> Node {
+    let (codec, payload) = entropy::encode_best(
+        words,
+        width,
+        sibs,
+        &LitOptions {
+            zstd_level: zstd,
+            context: true,
+        },
+    );
+    Node::Lit {
+        width,
+        n: words.len() as u64,
+        codec,
+        payload,
+    }
+}
+
+fn lit_fixed(codec: Codec, words: &[u64], width: u8, sibs: &[Sibling<'_>]) -> Node {
+    let max = words.iter().copied().max().unwrap_or(0);
+    let sibling = match codec {
+        Codec::RansCond { sibling } => match sibs.iter().find(|s| s.index == sibling) {
+            Some(s) => Some(s.words),
+            None => return lit_auto(words, width, sibs, None),
+        },
+        _ => None,
+    };
+    let entropy_codec = matches!(
+        codec,
+        Codec::Huffman | Codec::Rans0 | Codec::Rans1 | Codec::RansCond { .. }
+    );
+    if (entropy_codec && max > 255) || words.len() < 16 {
+        return lit_auto(words, width, sibs, None);
+    }
+    let payload = entropy::encode_with(codec, words, width, sibling);
+    // Never worse than the cheap codecs.
+    let k = (64 - max.leading_zeros()) as usize;
+    let pack = 1 + (words.len() * k).div_ceil(8);
+    let raw = words.len() * (width as usize).div_ceil(8);
+    if payload.len() > pack.min(raw) {
+        return lit_auto(
+            words,
+            width,
+            &[],
+            None,
+        );
+    }
+    Node::Lit {
+        width,
+        n: words.len() as u64,
+        codec,
+        payload,
+    }
+}
