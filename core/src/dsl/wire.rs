@@ -268,9 +268,6 @@ impl Reader<'_, '_> {
                     6 => Codec::Zstd,
                     c => return Err(DecodeError::corrupt(format!("unknown codec {c}"))),
                 };
-                if !crate::entropy::codec_accepts(codec, width) {
-                    return Err(DecodeError::corrupt("codec does not accept this width"));
-                }
                 let len = self.r.varint()?;
                 let len = usize::try_from(len)
                     .ok()

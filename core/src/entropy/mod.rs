@@ -285,13 +285,6 @@ pub fn encode_with(codec: Codec, words: &[u64], width: u8, sibling: Option<&[u64
     }
 }
 
-/// Whether a codec can code these words (entropy coders need words < 256).
-pub fn codec_accepts(codec: Codec, width: u8) -> bool {
-    match codec {
-        Codec::Huffman | Codec::Rans0 | Codec::Rans1 | Codec::RansCond { .. } => width <= 8,
-        _ => true,
-    }
-}
 
 fn raw_bytes(words: &[u64], width: u8) -> Vec<u8> {
     let bpw = bytes_per_word(width);
