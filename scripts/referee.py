@@ -1,0 +1,196 @@
+"""Referee: the official `huggingface_hub` client against `brevis-hub serve`.
+
+Run by scripts/referee.sh, which starts two servers (A holds the source repo,
+B the mirror) and sets HF_ENDPOINT to A and HF_HUB_DISABLE_XET=1.
+
+  (a) create_repo + upload_folder of a real model to A
+  (b) snapshot_download it back, compare SHA-256
+  (c) brevis-hub mirror A -> B, brevis-hub pull into a fresh HF cache, then load
+      the source repo from that cache with HF_HUB_OFFLINE=1 (hf_hub_download
+      and safetensors safe_open) in a fresh interpreter
+  (d) hf_hub_download / snapshot_download of the source repo from B, which
+      serves the mirror decoded on the fly
+
+Prints `N passed, N failed` last and exits non-zero on any failure.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = []
+
+
+def check(name, fn):
+    t = time.time()
+    try:
+        detail = fn()
+        RESULTS.append((name, True))
+        print(f"PASS {name} ({time.time() - t:.2f}s){': ' + detail if detail else ''}", flush=True)
+        return True
+    except Exception as e:  # noqa: BLE001 - the referee reports every failure
+        RESULTS.append((name, False))
+        print(f"FAIL {name}: {type(e).__name__}: {e}", flush=True)
+        return False
+
+
+def sha256(p):
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def model_files(d):
+    out = {}
+    for p in sorted(Path(d).rglob("*")):
+        if p.is_file() and ".git" not in p.parts and ".cache" not in p.parts:
+            out[p.relative_to(d).as_posix()] = sha256(p)
+    return out
+
+
+def offline_check(args):
+    """Runs in a fresh interpreter with HF_HUB_OFFLINE=1 set before import."""
+    from huggingface_hub import hf_hub_download
+    from safetensors import safe_open
+
+    want = json.loads(Path(args.want).read_text())
+    n_tensors = 0
+    for rel, digest in want.items():
+        p = hf_hub_download(args.repo, rel, cache_dir=args.cache)
+        got = sha256(p)
+        if got != digest:
+            raise SystemExit(f"{rel}: sha256 {got} != {digest}")
+        if rel.endswith(".safetensors"):
+            with safe_open(p, framework="numpy") as f:
+                for k in f.keys():
+                    f.get_tensor(k)
+                    n_tensors += 1
+    print(f"offline: {len(want)} files match, {n_tensors} tensors loaded")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--mirror-endpoint", required=True)
+    ap.add_argument("--tmp", required=True)
+    ap.add_argument("--offline-check", action="store_true")
+    ap.add_argument("--repo")
+    ap.add_argument("--cache")
+    ap.add_argument("--want")
+    args = ap.parse_args()
+    if args.offline_check:
+        offline_check(args)
+        return
+
+    from huggingface_hub import HfApi, hf_hub_download, snapshot_download
+
+    src_ep = os.environ["HF_ENDPOINT"]
+    dst_ep = args.mirror_endpoint
+    tmp = Path(args.tmp)
+    repo = "referee/model"
+    mirror = "referee/model-brevis"
+    want = model_files(args.model)
+    (tmp / "want.json").write_text(json.dumps(want))
+    total = sum(Path(args.model, r).stat().st_size for r in want)
+    print(f"model {args.model}: {len(want)} files, {total} bytes", flush=True)
+    api = HfApi(endpoint=src_ep, token=os.environ.get("HF_TOKEN"))
+
+    def a():
+        url = api.create_repo(repo, exist_ok=True)
+        info = api.upload_folder(folder_path=args.model, repo_id=repo, commit_message="referee upload")
+        got = sorted(s.rfilename for s in api.model_info(repo).siblings)
+        if got != sorted(want):
+            raise AssertionError(f"siblings {got} != {sorted(want)}")
+        again = api.create_repo(repo, exist_ok=True)
+        return f"{url} commit {getattr(info, 'oid', info)} (exist_ok ok: {again})"
+
+    def b():
+        t = time.time()
+        d = snapshot_download(repo, cache_dir=str(tmp / "plain-cache"))
+        secs = time.time() - t
+        got = model_files(d)
+        if got != want:
+            raise AssertionError(f"snapshot differs: {set(got.items()) ^ set(want.items())}")
+        (tmp / "plain.json").write_text(json.dumps({"seconds": secs, "bytes": total}))
+        return f"{len(got)} files, {total} bytes in {secs:.2f}s"
+
+    def c():
+        env = dict(os.environ)
+        env["HF_HOME"] = str(tmp / "brevis-home")
+        t = time.time()
+        m = subprocess.run(
+            [args.bin, "mirror", repo, "--endpoint", src_ep, "--to-endpoint", dst_ep, "--to", mirror, "--json"],
+            env=env, capture_output=True, text=True,
+        )
+        if m.returncode != 0:
+            raise AssertionError(f"mirror exit {m.returncode}: {m.stderr[-2000:]}")
+        rep = json.loads(m.stdout)
+        mirror_secs = time.time() - t
+        cache = tmp / "fresh-cache" / "hub"
+        penv = dict(env)
+        penv["HF_ENDPOINT"] = dst_ep
+        t = time.time()
+        p = subprocess.run(
+            [args.bin, "pull", mirror, "--cache-dir", str(cache), "--json"],
+            env=penv, capture_output=True, text=True,
+        )
+        if p.returncode != 0:
+            raise AssertionError(f"pull exit {p.returncode}: {p.stderr[-2000:]}")
+        pull = json.loads(p.stdout)
+        pull_secs = time.time() - t
+        v = subprocess.run([args.bin, "verify", mirror, "--json"], env=penv, capture_output=True, text=True)
+        if v.returncode != 0:
+            raise AssertionError(f"verify exit {v.returncode}: {v.stdout[-1000:]} {v.stderr[-1000:]}")
+        oenv = dict(os.environ)
+        oenv["HF_HUB_OFFLINE"] = "1"
+        oenv.pop("HF_ENDPOINT", None)
+        o = subprocess.run(
+            [sys.executable, __file__, "--offline-check", "--bin", args.bin, "--model", args.model,
+             "--mirror-endpoint", dst_ep, "--tmp", str(tmp), "--repo", repo, "--cache", str(cache),
+             "--want", str(tmp / "want.json")],
+            env=oenv, capture_output=True, text=True,
+        )
+        if o.returncode != 0:
+            raise AssertionError(f"offline load failed: {o.stdout[-1000:]} {o.stderr[-2000:]}")
+        plain = json.loads((tmp / "plain.json").read_text()) if (tmp / "plain.json").exists() else {}
+        print(
+            f"  sizes: source {rep['source_bytes']} B, mirror {rep['mirror_bytes']} B, ratio {rep['ratio']:.4f}\n"
+            f"  mirror: {mirror_secs:.2f}s wall, uploaded {rep['uploaded_bytes']} B\n"
+            f"  pull:   {pull_secs:.2f}s wall, downloaded {pull['downloaded_bytes']} B\n"
+            f"  plain snapshot_download: {plain.get('seconds', float('nan')):.2f}s wall, {plain.get('bytes', 0)} B",
+            flush=True,
+        )
+        return o.stdout.strip()
+
+    def d():
+        got = {}
+        for rel in want:
+            p = hf_hub_download(repo, rel, cache_dir=str(tmp / "decoded-cache"), endpoint=dst_ep)
+            got[rel] = sha256(p)
+        if got != want:
+            raise AssertionError(f"decoded files differ: {set(got.items()) ^ set(want.items())}")
+        d2 = snapshot_download(repo, cache_dir=str(tmp / "decoded-cache2"), endpoint=dst_ep)
+        if model_files(d2) != want:
+            raise AssertionError("snapshot_download of the decoded source differs")
+        return f"{len(got)} files decoded on the fly match"
+
+    check("a: create_repo + upload_folder", a)
+    check("b: snapshot_download round trip", b)
+    check("c: brevis mirror -> pull -> offline load", c)
+    check("d: source served decoded from the mirror", d)
+    passed = sum(1 for _, ok in RESULTS if ok)
+    failed = len(RESULTS) - passed
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
