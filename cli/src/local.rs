@@ -46,6 +46,9 @@ pub struct CompressArgs {
     /// JSON report on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Words per region (advanced: the unit of parallelism and of coder adaptivity).
+    #[arg(long, hide = true, default_value_t = brevis_core::container::DEFAULT_REGION_WORDS)]
+    pub region_words: u64,
 }
 
 /// Decompress `.brv` archives back to the original files.
@@ -240,6 +243,7 @@ pub fn compress(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
         .threads(a.threads)
         .budget(a.budget)
         .prior(prior)
+        .region_words(a.region_words)
         .progress(sink.clone());
     let (mut total_in, mut total_out) = (0u64, 0u64);
     let mut rows = Vec::new();

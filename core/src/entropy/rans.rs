@@ -43,11 +43,82 @@ impl Context<'_> {
     }
 }
 
+/// Division-free encoder entry for one symbol (ryg_rans' reciprocal form).
+#[derive(Clone, Copy, Default)]
+struct EncSym {
+    x_max: u32,
+    rcp_freq: u32,
+    bias: u32,
+    cmpl_freq: u32,
+    rcp_shift: u32,
+}
+
+impl EncSym {
+    fn new(start: u32, freq: u32) -> EncSym {
+        let x_max = ((RANS_L >> PROB_BITS) << 8) * freq;
+        let cmpl_freq = PROB_SCALE - freq;
+        if freq < 2 {
+            EncSym {
+                x_max,
+                rcp_freq: u32::MAX,
+                bias: start + PROB_SCALE - 1,
+                cmpl_freq,
+                rcp_shift: 0,
+            }
+        } else {
+            let mut shift = 0;
+            while freq > (1u32 << shift) {
+                shift += 1;
+            }
+            EncSym {
+                x_max,
+                rcp_freq: (((1u64 << (shift + 31)) + freq as u64 - 1) / freq as u64) as u32,
+                bias: start,
+                cmpl_freq,
+                rcp_shift: shift - 1,
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn put(&self, mut x: u32, out: &mut Vec<u8>) -> u32 {
+        while x >= self.x_max {
+            out.push(x as u8);
+            x >>= 8;
+        }
+        let q = (((x as u64) * self.rcp_freq as u64) >> 32) as u32 >> self.rcp_shift;
+        x.wrapping_add(self.bias).wrapping_add(q.wrapping_mul(self.cmpl_freq))
+    }
+}
+
+fn enc_table(t: &FreqTable) -> Vec<EncSym> {
+    (0..256)
+        .map(|s| {
+            if t.freq[s] == 0 {
+                EncSym::default()
+            } else {
+                EncSym::new(t.cum[s] as u32, t.freq[s] as u32)
+            }
+        })
+        .collect()
+}
+
 /// The model: a context -> table map (256 slots) and the tables.
 struct Model {
     /// For each context value, index into `tables`.
     map: Vec<u16>,
     tables: Vec<FreqTable>,
+}
+
+/// Decoder lookup table: for each slot, `sym | (freq-1) << 8 | start << 20`.
+fn pack_table(t: &FreqTable) -> Vec<u32> {
+    (0..PROB_SCALE)
+        .map(|slot| {
+            let s = t.slot_symbol(slot) as usize;
+            let f = (t.freq[s] as u32).clamp(1, PROB_SCALE);
+            s as u32 | (f - 1) << 8 | ((t.cum[s] as u32) & 0xFFF) << 20
+        })
+        .collect()
 }
 
 /// Encode `syms` (each < 256) with contexts. `min_ctx_count` is the count
@@ -104,23 +175,24 @@ pub(crate) fn encode(syms: &[u64], ctx: Context<'_>, min_ctx_count: usize) -> Ve
         return out;
     }
     // Encode backwards into a reversed byte buffer.
+    let enc: Vec<Vec<EncSym>> = tables.iter().map(enc_table).collect();
     let mut rev: Vec<u8> = Vec::with_capacity(n / 2 + 16);
     let mut x = [RANS_L; LANES];
-    for i in (0..n).rev() {
-        let t = &tables[map[ctx.at(syms, i)] as usize];
-        let s = syms[i] as usize;
-        let freq = t.freq[s] as u32;
-        let start = t.cum[s] as u32;
-        debug_assert!(freq > 0);
-        let lane = i % LANES;
-        let mut st = x[lane];
-        let x_max = ((RANS_L >> PROB_BITS) << 8) * freq;
-        while st >= x_max {
-            rev.push(st as u8);
-            st >>= 8;
+    match ctx {
+        Context::None => {
+            let e = &enc[0];
+            for i in (0..n).rev() {
+                let lane = i % LANES;
+                x[lane] = e[syms[i] as usize].put(x[lane], &mut rev);
+            }
         }
-        st = ((st / freq) << PROB_BITS) + (st % freq) + start;
-        x[lane] = st;
+        _ => {
+            for i in (0..n).rev() {
+                let e = &enc[map[ctx.at(syms, i)] as usize];
+                let lane = i % LANES;
+                x[lane] = e[syms[i] as usize].put(x[lane], &mut rev);
+            }
+        }
     }
     for lane in (0..LANES).rev() {
         let st = x[lane];
@@ -192,35 +264,86 @@ pub(crate) fn decode(
         pos += 4;
     }
     out.reserve(n);
-    let base = out.len();
     let mask = PROB_SCALE - 1;
-    for i in 0..n {
-        let c = if let Some(s) = sibling {
-            s[i] as usize
-        } else if previous {
-            if i == 0 { 0 } else { out[base + i - 1] as usize }
-        } else {
-            0
-        };
-        let t = &model.tables[model.map[c.min(255)] as usize];
-        let lane = i % LANES;
-        let mut st = x[lane];
-        let slot = st & mask;
-        let s = t.slot_symbol(slot);
-        st = (t.freq[s as usize] as u32)
-            .wrapping_mul(st >> PROB_BITS)
-            .wrapping_add(slot)
-            .wrapping_sub(t.cum[s as usize] as u32);
-        while st < RANS_L {
-            let b = *data
-                .get(pos)
-                .ok_or_else(|| DecodeError::corrupt("rans: stream ends early"))?;
-            st = (st << 8) | b as u32;
-            pos += 1;
-        }
-        x[lane] = st;
-        out.push(s as u64);
+    // One packed lookup per symbol: sym | (freq-1) << 8 | start << 20.
+    let packed: Vec<Vec<u32>> = model.tables.iter().map(pack_table).collect();
+    macro_rules! step {
+        ($tbl:expr, $st:ident) => {{
+            let slot = $st & mask;
+            let e = $tbl[slot as usize];
+            let freq = ((e >> 8) & 0xFFF) + 1;
+            let start = e >> 20;
+            $st = freq
+                .wrapping_mul($st >> PROB_BITS)
+                .wrapping_add(slot)
+                .wrapping_sub(start);
+            while $st < RANS_L {
+                let byte = *data
+                    .get(pos)
+                    .ok_or_else(|| DecodeError::corrupt("rans: stream ends early"))?;
+                $st = ($st << 8) | byte as u32;
+                pos += 1;
+            }
+            (e & 0xFF) as u64
+        }};
     }
+    let [mut x0, mut x1, mut x2, mut x3] = x;
+    let quads = n / LANES;
+    if !contextual {
+        // Four independent states in registers: the lookups overlap.
+        let t = &packed[0][..];
+        for _ in 0..quads {
+            let a = step!(t, x0);
+            let b = step!(t, x1);
+            let c = step!(t, x2);
+            let d = step!(t, x3);
+            out.extend_from_slice(&[a, b, c, d]);
+        }
+        let tail = [&mut x0, &mut x1, &mut x2, &mut x3];
+        for st in tail.into_iter().take(n % LANES) {
+            let mut v = *st;
+            let sym = step!(t, v);
+            *st = v;
+            out.push(sym);
+        }
+    } else if let Some(sib) = sibling {
+        let tbl = |i: usize| &packed[model.map[(sib[i] as usize).min(255)] as usize][..];
+        for q in 0..quads {
+            let i = q * LANES;
+            let a = step!(tbl(i), x0);
+            let b = step!(tbl(i + 1), x1);
+            let c = step!(tbl(i + 2), x2);
+            let d = step!(tbl(i + 3), x3);
+            out.extend_from_slice(&[a, b, c, d]);
+        }
+        let tail = [&mut x0, &mut x1, &mut x2, &mut x3];
+        for (k, st) in tail.into_iter().take(n % LANES).enumerate() {
+            let mut v = *st;
+            let sym = step!(tbl(quads * LANES + k), v);
+            *st = v;
+            out.push(sym);
+        }
+    } else {
+        let tbl = |c: u64| &packed[model.map[c as usize] as usize][..];
+        let mut prev = 0u64;
+        for _ in 0..quads {
+            let a = step!(tbl(prev), x0);
+            let b = step!(tbl(a), x1);
+            let c = step!(tbl(b), x2);
+            let d = step!(tbl(c), x3);
+            out.extend_from_slice(&[a, b, c, d]);
+            prev = d;
+        }
+        let tail = [&mut x0, &mut x1, &mut x2, &mut x3];
+        for st in tail.into_iter().take(n % LANES) {
+            let mut v = *st;
+            let sym = step!(tbl(prev), v);
+            *st = v;
+            out.push(sym);
+            prev = sym;
+        }
+    }
+    let x = [x0, x1, x2, x3];
     if pos != data.len() || x.iter().any(|&s| s != RANS_L) {
         return Err(DecodeError::corrupt("rans: final state mismatch"));
     }

@@ -116,7 +116,9 @@ fn productions(t: &Target<'_>, parent: &str, width: u8, depth: usize) -> Vec<(&'
     }
     let top = parent == "top";
     let bytes = t.total_words * (t.width as u64 / 8);
-    if top && (!is_float(t.dtype) || bytes <= 4 << 20) {
+    // zstd -19 is slow: for floats it is only tried on small tensors, where
+    // long-range repeats (small conv kernels, tied rows) can pay.
+    if top && (!is_float(t.dtype) || bytes <= 1 << 20) {
         v.push(("generic", Shape::Generic));
     }
     if top

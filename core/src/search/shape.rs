@@ -203,23 +203,26 @@ fn lit_fixed(codec: Codec, words: &[u64], width: u8, sibs: &[Sibling<'_>]) -> No
     if (entropy_codec && max > 255) || words.len() < 16 {
         return lit_auto(words, width, sibs, None);
     }
-    let payload = entropy::encode_with(codec, words, width, sibling);
-    // Never worse than the cheap codecs.
+    // The frozen codec is the sample's winner; statistics drift between
+    // regions, so order-0 rANS and the cheap codecs are priced too.
+    let mut best = (codec, entropy::encode_with(codec, words, width, sibling));
+    if max <= 255 && codec != Codec::Rans0 {
+        let p = entropy::encode_with(Codec::Rans0, words, width, None);
+        if p.len() < best.1.len() {
+            best = (Codec::Rans0, p);
+        }
+    }
     let k = (64 - max.leading_zeros()) as usize;
     let pack = 1 + (words.len() * k).div_ceil(8);
     let raw = words.len() * (width as usize).div_ceil(8);
-    if payload.len() > pack.min(raw) {
-        return lit_auto(
-            words,
-            width,
-            &[],
-            None,
-        );
+    if best.1.len() > pack.min(raw) {
+        let c = if pack < raw { Codec::BitPack } else { Codec::Raw };
+        best = (c, entropy::encode_with(c, words, width, None));
     }
     Node::Lit {
         width,
         n: words.len() as u64,
-        codec,
-        payload,
+        codec: best.0,
+        payload: best.1,
     }
 }
