@@ -443,7 +443,8 @@ async fn create(st: &State, access: Access, h: &HeaderMap, body: Body) -> Resp {
     if check_repo_id(&repo).is_err() {
         return error(StatusCode::BAD_REQUEST, None, "invalid repo name");
     }
-    let private = v.get("private").and_then(Value::as_bool).unwrap_or(false);
+    let private = v.get("private").and_then(Value::as_bool).unwrap_or(false)
+        || v.get("visibility").and_then(Value::as_str) == Some("private");
     let url = format!("{}/{}", base_url(h), repo);
     let _g = st.write_lock.lock();
     match st.store.create_repo(&repo, private) {
