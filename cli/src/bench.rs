@@ -33,7 +33,11 @@ struct Totals {
 }
 
 fn mbps(bytes: u64, secs: f64) -> f64 {
-    if secs <= 0.0 { 0.0 } else { bytes as f64 / 1e6 / secs }
+    if secs <= 0.0 {
+        0.0
+    } else {
+        bytes as f64 / 1e6 / secs
+    }
 }
 
 fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
@@ -108,15 +112,24 @@ fn tensor_order0_bits(bytes: &[u8], dtype: Dtype) -> f64 {
 }
 
 pub fn run(a: BenchArgs, ui: &Ui) -> Result<Outcome> {
-    let all = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let all = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     let mut models = Vec::new();
     for p in &a.paths {
         let files: Vec<PathBuf> = walk(p)?;
         if files.is_empty() {
             bail!("{}: no files", p.display());
         }
-        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let shards: Vec<&Path> = files.iter().filter(|f| f.extension().is_some_and(|e| e == "safetensors")).map(|f| f.as_path()).collect();
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let shards: Vec<&Path> = files
+            .iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "safetensors"))
+            .map(|f| f.as_path())
+            .collect();
         let mut t = Totals::default();
         let prior = if let Some(pp) = &a.prior {
             Some(Arc::new(crate::local::load_prior(pp)?))
@@ -130,17 +143,24 @@ pub fn run(a: BenchArgs, ui: &Ui) -> Result<Outcome> {
         for f in &files {
             let data = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
             ui.note(format!("bench {} ({} bytes)", f.display(), data.len()));
-            let opts = CompressOptions::default().budget(a.budget).prior(prior.clone());
+            let opts = CompressOptions::default()
+                .budget(a.budget)
+                .prior(prior.clone());
             let (ar1, c1) = timed(|| brevis_core::compress(&data, &opts.clone().threads(1)));
             let ar1 = ar1?;
             let (arn, cn) = timed(|| brevis_core::compress(&data, &opts.clone().threads(all)));
             if arn? != ar1 {
-                bail!("{}: archive differs between 1 and {all} threads (determinism)", f.display());
+                bail!(
+                    "{}: archive differs between 1 and {all} threads (determinism)",
+                    f.display()
+                );
             }
             let dec = |threads: usize| -> Result<(Vec<u8>, f64)> {
                 let archive = Archive::new(&ar1[..])?;
                 let mut out = Vec::with_capacity(data.len());
-                let (r, s) = timed(|| archive.decode_to(&mut out, &DecompressOptions::default().threads(threads)));
+                let (r, s) = timed(|| {
+                    archive.decode_to(&mut out, &DecompressOptions::default().threads(threads))
+                });
                 r?;
                 Ok((out, s))
             };
@@ -192,34 +212,42 @@ pub fn run(a: BenchArgs, ui: &Ui) -> Result<Outcome> {
         })
         .collect();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&json!({"models": rows}))?);
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"models": rows}))?
+        );
         return Ok(Outcome::Ok);
     }
-    println!("| model | MB | order-0 ref | zstd -3 | zstd -19 | Brevis |");
-    println!("|---|---|---|---|---|---|");
+    outln!("| model | MB | order-0 ref | zstd -3 | zstd -19 | Brevis |");
+    outln!("|---|---|---|---|---|---|");
     for r in &rows {
-        println!(
+        outln!(
             "| {} | {:.1} | {:.4} | {:.4} | {} | {:.4} |",
             r["model"].as_str().unwrap_or(""),
             r["bytes"].as_u64().unwrap_or(0) as f64 / 1e6,
             r["ratio"]["order0_ref"].as_f64().unwrap_or(0.0),
             r["ratio"]["zstd3"].as_f64().unwrap_or(0.0),
-            r["ratio"]["zstd19"].as_f64().map_or("-".into(), |v| format!("{v:.4}")),
+            r["ratio"]["zstd19"]
+                .as_f64()
+                .map_or("-".into(), |v| format!("{v:.4}")),
             r["ratio"]["brevis"].as_f64().unwrap_or(0.0),
         );
     }
-    println!("\nMB/s of original bytes (compress / decompress):\n");
-    println!("| model | Brevis 1T | Brevis {all}T | zstd -3 | zstd -19 c | prior learn s |");
-    println!("|---|---|---|---|---|---|");
+    outln!("\nMB/s of original bytes (compress / decompress):\n");
+    outln!("| model | Brevis 1T | Brevis {all}T | zstd -3 | zstd -19 c | prior learn s |");
+    outln!("|---|---|---|---|---|---|");
     for r in &rows {
         let m = &r["mb_per_s"];
         let f = |k: &str| m[k].as_f64().unwrap_or(0.0);
-        println!(
+        outln!(
             "| {} | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} / {:.0} | {:.1} | {:.1} |",
             r["model"].as_str().unwrap_or(""),
-            f("brevis_compress_1t"), f("brevis_decompress_1t"),
-            f("brevis_compress_all"), f("brevis_decompress_all"),
-            f("zstd3_compress"), f("zstd3_decompress"),
+            f("brevis_compress_1t"),
+            f("brevis_decompress_1t"),
+            f("brevis_compress_all"),
+            f("brevis_decompress_all"),
+            f("zstd3_compress"),
+            f("zstd3_decompress"),
             f("zstd19_compress"),
             r["prior_learn_seconds"].as_f64().unwrap_or(0.0),
         );

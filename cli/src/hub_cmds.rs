@@ -39,6 +39,9 @@ impl HubArgs {
 
 /// Download a Hub model repo, compress it, and upload a compressed mirror.
 #[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  brevis-hub mirror org/model                       # uploads org/model-brevis\n  brevis-hub mirror org/model --to me/model-small --revision main --private\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub mirror org/model --dry-run"
+)]
 pub struct MirrorArgs {
     /// Source repo, `org/model`.
     pub src: String,
@@ -87,6 +90,9 @@ pub struct MirrorArgs {
 
 /// Download a mirror and restore the originals into the HF cache.
 #[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  brevis-hub pull org/model-brevis                  # into the HF cache as org/model\n  HF_HUB_OFFLINE=1 python -c \"from transformers import AutoModel; AutoModel.from_pretrained('org/model')\"\n  brevis-hub pull org/model-brevis --local-dir ./model"
+)]
 pub struct PullArgs {
     /// Mirror repo, `owner/model-brevis`.
     pub repo: String,
@@ -117,6 +123,9 @@ pub struct PullArgs {
 
 /// Serve a local store with the Hub's HTTP protocol.
 #[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  brevis-hub serve --root ./hub-store --addr 127.0.0.1:8080 --token secret\n  brevis-hub serve --root /tmp/store --addr 127.0.0.1:0 --seed org/model=./my-model"
+)]
 pub struct ServeArgs {
     /// Store root.
     #[arg(long)]

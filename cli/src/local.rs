@@ -16,7 +16,9 @@ use crate::progress::Ui;
 
 /// Compress files or folders into `.brv` archives.
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  brevis-hub compress model.safetensors            # writes model.safetensors.brv\n  brevis-hub compress ./my-model -o ./packed -T 2   # a folder, one prior for all shards")]
+#[command(
+    after_help = "Examples:\n  brevis-hub compress model.safetensors            # writes model.safetensors.brv\n  brevis-hub compress ./my-model -o ./packed -T 2   # a folder, one prior for all shards"
+)]
 pub struct CompressArgs {
     /// Files or folders (folders are walked; `.brv` files are skipped).
     #[arg(required = true)]
@@ -53,7 +55,9 @@ pub struct CompressArgs {
 
 /// Decompress `.brv` archives back to the original files.
 #[derive(Args, Debug)]
-#[command(after_help = "Example:\n  brevis-hub decompress model.safetensors.brv   # writes model.safetensors")]
+#[command(
+    after_help = "Example:\n  brevis-hub decompress model.safetensors.brv   # writes model.safetensors"
+)]
 pub struct DecompressArgs {
     /// Archives.
     #[arg(required = true)]
@@ -72,7 +76,9 @@ pub struct DecompressArgs {
 /// Check that archives decode to their recorded SHA-256 (exit 0 all match,
 /// 1 a mismatch, 2 an error).
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  brevis-hub verify model.safetensors.brv --original model.safetensors\n  brevis-hub verify ./mirror-folder --json\n  brevis-hub verify owner/model-brevis --endpoint http://127.0.0.1:8080")]
+#[command(
+    after_help = "Examples:\n  brevis-hub verify model.safetensors.brv --original model.safetensors\n  brevis-hub verify ./mirror-folder --json\n  brevis-hub verify owner/model-brevis --endpoint http://127.0.0.1:8080"
+)]
 pub struct VerifyArgs {
     /// Archives, a mirror folder (holding brevis.manifest.json), or a mirror repo id.
     #[arg(required = true)]
@@ -90,7 +96,9 @@ pub struct VerifyArgs {
 
 /// Show each tensor's program and what it saved.
 #[derive(Args, Debug)]
-#[command(after_help = "Example:\n  brevis-hub inspect model.safetensors.brv --json | jq '.summary'")]
+#[command(
+    after_help = "Example:\n  brevis-hub inspect model.safetensors.brv --json | jq '.summary'"
+)]
 pub struct InspectArgs {
     /// The archive.
     pub archive: PathBuf,
@@ -101,7 +109,9 @@ pub struct InspectArgs {
 
 /// Ratio and speed beside zstd -3 and -19 on the same files, in one run.
 #[derive(Args, Debug)]
-#[command(after_help = "Example:\n  brevis-hub bench ~/.cache/brevis-data/models/minilm-l6-v2 --json")]
+#[command(
+    after_help = "Example:\n  brevis-hub bench ~/.cache/brevis-data/models/minilm-l6-v2 --json"
+)]
 pub struct BenchArgs {
     /// Files or folders.
     #[arg(required = true)]
@@ -127,7 +137,9 @@ pub struct BenchArgs {
 #[derive(Subcommand, Debug)]
 pub enum PriorCommand {
     /// Learn a prior from a stratified sample of these files' tensors.
-    #[command(after_help = "Example:\n  brevis-hub prior learn ./my-model -o brevis.prior.json\n  brevis-hub compress ./my-model --prior brevis.prior.json")]
+    #[command(
+        after_help = "Example:\n  brevis-hub prior learn ./my-model -o brevis.prior.json\n  brevis-hub compress ./my-model --prior brevis.prior.json"
+    )]
     Learn {
         /// Files or folders.
         #[arg(required = true)]
@@ -155,7 +167,10 @@ fn collect_files(paths: &[PathBuf], skip_brv: bool) -> Result<Vec<PathBuf>> {
             let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
                 .with_context(|| format!("listing {}", p.display()))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|e| !e.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+                .filter(|e| {
+                    !e.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                })
                 .collect();
             entries.sort();
             for e in entries {
@@ -182,7 +197,11 @@ fn is_safetensors(p: &Path) -> bool {
 }
 
 /// Where each output goes: next to the input, into `-o DIR`, or `-o FILE`.
-fn outputs(inputs: &[PathBuf], output: Option<&Path>, rename: impl Fn(&Path) -> Result<String>) -> Result<Vec<PathBuf>> {
+fn outputs(
+    inputs: &[PathBuf],
+    output: Option<&Path>,
+    rename: impl Fn(&Path) -> Result<String>,
+) -> Result<Vec<PathBuf>> {
     let into_dir = match output {
         None => None,
         Some(o) if inputs.len() > 1 || o.is_dir() || o.to_string_lossy().ends_with('/') => {
@@ -204,13 +223,21 @@ fn outputs(inputs: &[PathBuf], output: Option<&Path>, rename: impl Fn(&Path) -> 
 }
 
 pub(crate) fn load_prior(path: &Path) -> Result<Prior> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     Prior::from_json(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
 /// Decode an archive to nowhere, checking checksums and the SHA-256.
-fn check_archive(path: &Path, threads: usize) -> Result<brevis_core::DecompressReport, DecodeError> {
-    brevis_core::decompress_to(path, &mut std::io::sink(), &DecompressOptions::default().threads(threads))
+fn check_archive(
+    path: &Path,
+    threads: usize,
+) -> Result<brevis_core::DecompressReport, DecodeError> {
+    brevis_core::decompress_to(
+        path,
+        &mut std::io::sink(),
+        &DecompressOptions::default().threads(threads),
+    )
 }
 
 pub fn compress(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
@@ -219,21 +246,42 @@ pub fn compress(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
         bail!("no files to compress");
     }
     let outs = outputs(&inputs, a.output.as_deref(), |p| {
-        Ok(format!("{}.brv", p.file_name().context("input has no file name")?.to_string_lossy()))
+        Ok(format!(
+            "{}.brv",
+            p.file_name()
+                .context("input has no file name")?
+                .to_string_lossy()
+        ))
     })?;
-    for o in &outs {
+    let mut seen = std::collections::HashSet::new();
+    for (o, i) in outs.iter().zip(&inputs) {
+        if !seen.insert(o.clone()) {
+            bail!(
+                "two inputs would both be written to {} (e.g. {}); compress them into separate folders",
+                o.display(),
+                i.display()
+            );
+        }
         if o.exists() && !a.force {
             bail!("{} already exists (use --force to overwrite)", o.display());
         }
     }
-    let shards: Vec<&Path> = inputs.iter().filter(|p| is_safetensors(p)).map(|p| p.as_path()).collect();
+    let shards: Vec<&Path> = inputs
+        .iter()
+        .filter(|p| is_safetensors(p))
+        .map(|p| p.as_path())
+        .collect();
     let folder = a.paths.iter().any(|p| p.is_dir()) || shards.len() > 1;
     let prior = if let Some(p) = &a.prior {
         Some(Arc::new(load_prior(p)?))
     } else if folder && !a.no_prior && !shards.is_empty() {
         let t = Instant::now();
         let p = Prior::learn(&shards, &LearnOptions::default().threads(a.threads))?;
-        ui.note(format!("learned a prior from {} tensors in {:.1}s", p.tensors, t.elapsed().as_secs_f64()));
+        ui.note(format!(
+            "learned a prior from {} tensors in {:.1}s",
+            p.tensors,
+            t.elapsed().as_secs_f64()
+        ));
         Some(Arc::new(p))
     } else {
         None
@@ -252,7 +300,8 @@ pub fn compress(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
         let r = brevis_core::compress_file(src, dst, a.force, &opts)?;
         let secs = t.elapsed().as_secs_f64();
         if !a.no_verify {
-            let v = check_archive(dst, a.threads).with_context(|| format!("verifying {}", dst.display()))?;
+            let v = check_archive(dst, a.threads)
+                .with_context(|| format!("verifying {}", dst.display()))?;
             if v.sha256 != r.sha256 {
                 bail!("{}: archive does not decode to the input", dst.display());
             }
@@ -275,11 +324,17 @@ pub fn compress(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
         }));
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&json!({
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
             "files": rows, "original_bytes": total_in, "archive_bytes": total_out,
-            "ratio": ratio(total_out, total_in)}))?);
+            "ratio": ratio(total_out, total_in)}))?
+        );
     } else if inputs.len() > 1 {
-        ui.note(format!("total: {total_in} -> {total_out} bytes ({:.4})", ratio(total_out, total_in)));
+        ui.note(format!(
+            "total: {total_in} -> {total_out} bytes ({:.4})",
+            ratio(total_out, total_in)
+        ));
     }
     Ok(Outcome::Ok)
 }
@@ -290,14 +345,20 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 pub fn decompress(a: DecompressArgs, ui: &Ui) -> Result<Outcome> {
     let outs = outputs(&a.archives, a.output.as_deref(), |p| {
-        let name = p.file_name().context("archive has no file name")?.to_string_lossy().into_owned();
+        let name = p
+            .file_name()
+            .context("archive has no file name")?
+            .to_string_lossy()
+            .into_owned();
         match name.strip_suffix(".brv") {
             Some(s) if !s.is_empty() => Ok(s.to_owned()),
             _ => bail!("{}: not named *.brv; give -o", p.display()),
         }
     })?;
     let sink = Arc::new(ui.sink());
-    let opts = DecompressOptions::default().threads(a.threads).progress(sink);
+    let opts = DecompressOptions::default()
+        .threads(a.threads)
+        .progress(sink);
     for (src, dst) in a.archives.iter().zip(&outs) {
         let t = Instant::now();
         let r = brevis_core::decompress_file(src, dst, a.force, &opts)
@@ -327,11 +388,16 @@ pub fn verify(a: VerifyArgs, ui: &Ui) -> Result<Outcome> {
     if a.targets.len() == 1 {
         let t = &a.targets[0];
         let p = Path::new(t);
-        if (p.is_dir() && p.join("brevis.manifest.json").exists()) || (!p.exists() && t.contains('/') && !t.ends_with(".brv")) {
+        if (p.is_dir() && p.join("brevis.manifest.json").exists())
+            || (!p.exists() && t.contains('/') && !t.ends_with(".brv"))
+        {
             return crate::hub_cmds::verify_mirror(t, a.json, ui);
         }
     }
-    let files = collect_files(&a.targets.iter().map(PathBuf::from).collect::<Vec<_>>(), false)?;
+    let files = collect_files(
+        &a.targets.iter().map(PathBuf::from).collect::<Vec<_>>(),
+        false,
+    )?;
     let files: Vec<PathBuf> = files.into_iter().filter(|f| is_brv(f)).collect();
     if files.is_empty() {
         bail!("no .brv archives to verify");
@@ -348,21 +414,33 @@ pub fn verify(a: VerifyArgs, ui: &Ui) -> Result<Outcome> {
     for f in &files {
         let (status, detail) = match check_archive(f, a.threads) {
             Ok(r) => match original {
-                Some(o) if o != r.sha256 => (1, format!("decodes to sha256 {} but the original is {}", hex::encode(r.sha256), hex::encode(o))),
+                Some(o) if o != r.sha256 => (
+                    1,
+                    format!(
+                        "decodes to sha256 {} but the original is {}",
+                        hex::encode(r.sha256),
+                        hex::encode(o)
+                    ),
+                ),
                 _ => (0, format!("sha256 {}", hex::encode(r.sha256))),
             },
-            Err(e @ (DecodeError::Checksum { .. } | DecodeError::ShaMismatch { .. })) => (1, e.to_string()),
+            Err(e @ (DecodeError::Checksum { .. } | DecodeError::ShaMismatch { .. })) => {
+                (1, e.to_string())
+            }
             Err(e) => (2, e.to_string()),
         };
         worst = worst.max(status);
         let word = ["ok", "MISMATCH", "ERROR"][status as usize];
         if !a.json {
-            println!("{word}  {}  {detail}", f.display());
+            outln!("{word}  {}  {detail}", f.display());
         }
         rows.push(json!({"archive": f, "status": word.to_lowercase(), "detail": detail}));
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&json!({"files": rows, "ok": worst == 0}))?);
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"files": rows, "ok": worst == 0}))?
+        );
     }
     let _ = ui;
     match worst {
@@ -373,7 +451,8 @@ pub fn verify(a: VerifyArgs, ui: &Ui) -> Result<Outcome> {
 }
 
 pub fn inspect(a: InspectArgs, _ui: &Ui) -> Result<Outcome> {
-    let ar = container::open(&a.archive).with_context(|| format!("opening {}", a.archive.display()))?;
+    let ar =
+        container::open(&a.archive).with_context(|| format!("opening {}", a.archive.display()))?;
     let info = ar.info();
     let mut rows = Vec::new();
     // Summary by program shape and by production.
@@ -418,14 +497,17 @@ pub fn inspect(a: InspectArgs, _ui: &Ui) -> Result<Outcome> {
         .map(|(p, (n, lit))| json!({"production": p, "nodes": n, "literal_payload_bytes": lit}))
         .collect();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&json!({
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
             "archive": a.archive, "format_version": info.format_version,
             "original_bytes": info.original_len, "archive_bytes": info.archive_len,
             "sha256": hex::encode(info.sha256), "segments": rows,
-            "summary": summary, "productions": productions}))?);
+            "summary": summary, "productions": productions}))?
+        );
         return Ok(Outcome::Ok);
     }
-    println!(
+    outln!(
         "{}: format v{}, {} -> {} bytes ({:.4}), sha256 {}",
         a.archive.display(),
         info.format_version,
@@ -434,9 +516,16 @@ pub fn inspect(a: InspectArgs, _ui: &Ui) -> Result<Outcome> {
         ratio(info.archive_len, info.original_len),
         hex::encode(info.sha256)
     );
-    println!("{:<48} {:<7} {:<18} {:>12} {:>12}  program", "name", "dtype", "shape", "before", "after");
+    outln!(
+        "{:<48} {:<7} {:<18} {:>12} {:>12}  program",
+        "name",
+        "dtype",
+        "shape",
+        "before",
+        "after"
+    );
     for r in &rows {
-        println!(
+        outln!(
             "{:<48} {:<7} {:<18} {:>12} {:>12}  {}",
             trunc(r["name"].as_str().unwrap_or(""), 48),
             r["dtype"].as_str().unwrap_or(""),
@@ -446,16 +535,25 @@ pub fn inspect(a: InspectArgs, _ui: &Ui) -> Result<Outcome> {
             r["program"].as_str().unwrap_or("")
         );
     }
-    println!("\nby program:");
+    outln!("\nby program:");
     for s in &summary {
-        println!(
+        outln!(
             "  {:>4} x {}  {} -> {} bytes, saved {}",
-            s["segments"], s["program"].as_str().unwrap_or(""), s["bytes_before"], s["bytes_after"], s["bytes_saved"]
+            s["segments"],
+            s["program"].as_str().unwrap_or(""),
+            s["bytes_before"],
+            s["bytes_after"],
+            s["bytes_saved"]
         );
     }
-    println!("productions used:");
+    outln!("productions used:");
     for p in &productions {
-        println!("  {:<8} {:>8} nodes, literal payload {} bytes", p["production"].as_str().unwrap_or(""), p["nodes"], p["literal_payload_bytes"]);
+        outln!(
+            "  {:<8} {:>8} nodes, literal payload {} bytes",
+            p["production"].as_str().unwrap_or(""),
+            p["nodes"],
+            p["literal_payload_bytes"]
+        );
     }
     Ok(Outcome::Ok)
 }
@@ -465,7 +563,9 @@ fn summarize(texts: &[String]) -> String {
     match texts {
         [] => "(empty)".into(),
         [one] => one.clone(),
-        _ if texts.iter().all(|t| *t == texts[0]) => format!("Concat[{}x]({})", texts.len(), texts[0]),
+        _ if texts.iter().all(|t| *t == texts[0]) => {
+            format!("Concat[{}x]({})", texts.len(), texts[0])
+        }
         _ => {
             let mut uniq: Vec<&String> = Vec::new();
             for t in texts {
@@ -473,7 +573,14 @@ fn summarize(texts: &[String]) -> String {
                     uniq.push(t);
                 }
             }
-            format!("Concat[{}x]({})", texts.len(), uniq.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" | "))
+            format!(
+                "Concat[{}x]({})",
+                texts.len(),
+                uniq.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            )
         }
     }
 }
@@ -493,21 +600,46 @@ pub fn bench(a: BenchArgs, ui: &Ui) -> Result<Outcome> {
 
 pub fn prior(c: PriorCommand, ui: &Ui) -> Result<Outcome> {
     match c {
-        PriorCommand::Learn { paths, output, budget, max_tensors, force } => {
+        PriorCommand::Learn {
+            paths,
+            output,
+            budget,
+            max_tensors,
+            force,
+        } => {
             if output.exists() && !force {
-                bail!("{} already exists (use --force to overwrite)", output.display());
+                bail!(
+                    "{} already exists (use --force to overwrite)",
+                    output.display()
+                );
             }
-            let files: Vec<PathBuf> = collect_files(&paths, true)?.into_iter().filter(|p| is_safetensors(p)).collect();
+            let files: Vec<PathBuf> = collect_files(&paths, true)?
+                .into_iter()
+                .filter(|p| is_safetensors(p))
+                .collect();
             if files.is_empty() {
                 bail!("no .safetensors files under the given paths");
             }
             let refs: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
             let t = Instant::now();
-            let p = Prior::learn(&refs, &LearnOptions::default().budget(budget).max_tensors(max_tensors))?;
+            let p = Prior::learn(
+                &refs,
+                &LearnOptions::default()
+                    .budget(budget)
+                    .max_tensors(max_tensors),
+            )?;
             let tmp = output.with_extension("json.tmp");
-            std::fs::write(&tmp, p.to_json()).with_context(|| format!("writing {}", tmp.display()))?;
-            std::fs::rename(&tmp, &output).with_context(|| format!("writing {}", output.display()))?;
-            ui.note(format!("learned from {} tensors of {} files in {:.1}s -> {}", p.tensors, files.len(), t.elapsed().as_secs_f64(), output.display()));
+            std::fs::write(&tmp, p.to_json())
+                .with_context(|| format!("writing {}", tmp.display()))?;
+            std::fs::rename(&tmp, &output)
+                .with_context(|| format!("writing {}", output.display()))?;
+            ui.note(format!(
+                "learned from {} tensors of {} files in {:.1}s -> {}",
+                p.tensors,
+                files.len(),
+                t.elapsed().as_secs_f64(),
+                output.display()
+            ));
             Ok(Outcome::Ok)
         }
     }

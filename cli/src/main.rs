@@ -1,6 +1,15 @@
 //! `brevis-hub`: lossless compression of model checkpoints, and compressed
 //! mirrors of Hugging Face model repos.
 
+/// `println!` that returns an error instead of panicking (e.g. on a closed
+/// pipe, which `main` turns into a quiet exit 0).
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($t)*)?
+    }};
+}
+
 mod bench;
 mod hub_cmds;
 mod local;
@@ -42,8 +51,11 @@ enum Command {
     Inspect(local::InspectArgs),
     /// Ratio and speed beside zstd on the same files.
     Bench(local::BenchArgs),
-    /// Learn or show a prior.
-    #[command(subcommand)]
+    /// Learn a prior (which programs a checkpoint's tensors favour).
+    #[command(
+        subcommand,
+        after_help = "Example:\n  brevis-hub prior learn ./my-model -o brevis.prior.json"
+    )]
     Prior(local::PriorCommand),
     /// Download a Hub model repo, compress it and upload a compressed mirror.
     Mirror(hub_cmds::MirrorArgs),

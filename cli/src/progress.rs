@@ -44,20 +44,6 @@ impl Ui {
         }
     }
 
-    /// A byte progress bar.
-    pub fn bytes_bar(&self, label: &str, total: u64) -> ProgressBar {
-        let pb = self.multi.add(ProgressBar::new(total));
-        pb.set_style(
-            ProgressStyle::with_template(
-                "{msg:30!} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        pb.set_message(label.to_string());
-        pb
-    }
-
     /// A sink for the core library drawing one bar per unit of work.
     pub fn sink(&self) -> BarSink {
         BarSink {

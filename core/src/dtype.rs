@@ -3,7 +3,9 @@
 use std::fmt;
 
 /// A safetensors element type. The wire id is stable across format versions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[non_exhaustive]
 pub enum Dtype {
     /// Booleans, one byte each.

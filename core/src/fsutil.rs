@@ -31,7 +31,10 @@ impl TempFile {
 
     /// Open the temp file for writing (and reading back).
     pub fn file(&self) -> io::Result<File> {
-        std::fs::OpenOptions::new().read(true).write(true).open(&self.path)
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
     }
 
     /// Where the temp file is.

@@ -75,8 +75,8 @@ pub fn safetensors_segments(
         return Err("header extends past the bytes read".into());
     };
     let text = std::str::from_utf8(header).map_err(|e| format!("header is not UTF-8: {e}"))?;
-    let map: HashMap<String, serde_json::Value> =
-        serde_json::from_str(text.trim_end_matches(' ')).map_err(|e| format!("header JSON: {e}"))?;
+    let map: HashMap<String, serde_json::Value> = serde_json::from_str(text.trim_end_matches(' '))
+        .map_err(|e| format!("header JSON: {e}"))?;
     let data_start = 8 + n;
     let data_len = file_len - data_start;
     let mut tensors = Vec::with_capacity(map.len());
@@ -87,8 +87,8 @@ pub fn safetensors_segments(
             }
             continue;
         }
-        let info: safetensors::tensor::TensorInfo = serde_json::from_value(v)
-            .map_err(|e| format!("tensor {name:?}: {e}"))?;
+        let info: safetensors::tensor::TensorInfo =
+            serde_json::from_value(v).map_err(|e| format!("tensor {name:?}: {e}"))?;
         let dtype_name = serde_json::to_value(info.dtype)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
@@ -143,7 +143,11 @@ pub fn safetensors_segments(
         pos = e;
     }
     if pos < data_len {
-        segs.push(SegmentDesc::bytes("__trailing__", data_start + pos, data_len - pos));
+        segs.push(SegmentDesc::bytes(
+            "__trailing__",
+            data_start + pos,
+            data_len - pos,
+        ));
     }
     Ok(Some(segs))
 }
@@ -190,6 +194,9 @@ mod tests {
             let f = file(h, 8);
             assert!(safetensors_segments(&f, f.len() as u64).is_err(), "{h}");
         }
-        assert_eq!(safetensors_segments(b"hello world, not a model", 24).unwrap(), None);
+        assert_eq!(
+            safetensors_segments(b"hello world, not a model", 24).unwrap(),
+            None
+        );
     }
 }

@@ -265,9 +265,7 @@ impl Preamble {
                 limit: MAX_TABLE_LEN,
             });
         }
-        if table_offset < PREAMBLE_LEN
-            || table_offset.checked_add(table_len) != Some(archive_len)
-        {
+        if table_offset < PREAMBLE_LEN || table_offset.checked_add(table_len) != Some(archive_len) {
             return Err(DecodeError::corrupt(format!(
                 "segment table [{table_offset}, +{table_len}) does not end the {archive_len}-byte archive"
             )));
@@ -325,12 +323,18 @@ pub(crate) fn read_table(bytes: &[u8], pre: &Preamble) -> Result<Vec<Segment>, D
         let kind = match r.u8()? {
             0 => SegmentKind::Bytes,
             1 => SegmentKind::Tensor,
-            k => return Err(DecodeError::corrupt(format!("segment {i}: unknown kind {k}"))),
+            k => {
+                return Err(DecodeError::corrupt(format!(
+                    "segment {i}: unknown kind {k}"
+                )));
+            }
         };
         let dtype = Dtype::from_wire_id(r.u8()?)
             .ok_or_else(|| DecodeError::corrupt(format!("segment {i}: unknown dtype")))?;
         if (kind == SegmentKind::Bytes) != (dtype == Dtype::Bytes) {
-            return Err(DecodeError::corrupt(format!("segment {i}: kind and dtype disagree")));
+            return Err(DecodeError::corrupt(format!(
+                "segment {i}: kind and dtype disagree"
+            )));
         }
         let name_len = r.varint()?;
         if name_len > MAX_NAME_LEN {
@@ -365,10 +369,14 @@ pub(crate) fn read_table(bytes: &[u8], pre: &Preamble) -> Result<Vec<Segment>, D
         pos = pos
             .checked_add(len)
             .filter(|&p| p <= pre.original_len)
-            .ok_or_else(|| DecodeError::corrupt(format!("segment {i}: past the end of the file")))?;
+            .ok_or_else(|| {
+                DecodeError::corrupt(format!("segment {i}: past the end of the file"))
+            })?;
         let wb = dtype.word_bytes() as u64;
         if len % wb != 0 {
-            return Err(DecodeError::corrupt(format!("segment {i}: length not a whole number of words")));
+            return Err(DecodeError::corrupt(format!(
+                "segment {i}: length not a whole number of words"
+            )));
         }
         let region_words = r.varint()?;
         if region_words == 0 || region_words > crate::dsl::MAX_NODE_WORDS {
@@ -380,10 +388,14 @@ pub(crate) fn read_table(bytes: &[u8], pre: &Preamble) -> Result<Vec<Segment>, D
         }
         let nregions = r.varint()?;
         if nregions != (len / wb).div_ceil(region_words) {
-            return Err(DecodeError::corrupt(format!("segment {i}: wrong region count")));
+            return Err(DecodeError::corrupt(format!(
+                "segment {i}: wrong region count"
+            )));
         }
         if nregions > r.remaining() as u64 / 9 {
-            return Err(DecodeError::corrupt(format!("segment {i}: region list larger than the table")));
+            return Err(DecodeError::corrupt(format!(
+                "segment {i}: region list larger than the table"
+            )));
         }
         let mut regions = Vec::with_capacity(nregions as usize);
         for _ in 0..nregions {
@@ -404,7 +416,9 @@ pub(crate) fn read_table(bytes: &[u8], pre: &Preamble) -> Result<Vec<Segment>, D
             body = body
                 .checked_add(body_len)
                 .filter(|&b| b <= pre.table_offset)
-                .ok_or_else(|| DecodeError::corrupt(format!("segment {i}: programs overrun the table")))?;
+                .ok_or_else(|| {
+                    DecodeError::corrupt(format!("segment {i}: programs overrun the table"))
+                })?;
         }
         segments.push(Segment {
             desc: SegmentDesc {
@@ -423,10 +437,14 @@ pub(crate) fn read_table(bytes: &[u8], pre: &Preamble) -> Result<Vec<Segment>, D
         return Err(DecodeError::corrupt("trailing bytes in the segment table"));
     }
     if pos != pre.original_len {
-        return Err(DecodeError::corrupt("segments do not cover the original file"));
+        return Err(DecodeError::corrupt(
+            "segments do not cover the original file",
+        ));
     }
     if body != pre.table_offset {
-        return Err(DecodeError::corrupt("programs do not fill the archive body"));
+        return Err(DecodeError::corrupt(
+            "programs do not fill the archive body",
+        ));
     }
     Ok(segments)
 }
@@ -450,9 +468,15 @@ pub(crate) fn words_to_bytes(words: &[u64], width: u8, out: &mut Vec<u8>) {
     out.reserve(words.len() * bpw);
     match bpw {
         1 => out.extend(words.iter().map(|&w| w as u8)),
-        2 => words.iter().for_each(|&w| out.extend_from_slice(&(w as u16).to_le_bytes())),
-        4 => words.iter().for_each(|&w| out.extend_from_slice(&(w as u32).to_le_bytes())),
-        _ => words.iter().for_each(|&w| out.extend_from_slice(&w.to_le_bytes())),
+        2 => words
+            .iter()
+            .for_each(|&w| out.extend_from_slice(&(w as u16).to_le_bytes())),
+        4 => words
+            .iter()
+            .for_each(|&w| out.extend_from_slice(&(w as u32).to_le_bytes())),
+        _ => words
+            .iter()
+            .for_each(|&w| out.extend_from_slice(&w.to_le_bytes())),
     }
 }
 
@@ -481,6 +505,10 @@ pub(crate) fn pool(n: usize) -> rayon::ThreadPool {
     if n > 0 {
         b = b.num_threads(n);
     }
-    b.build()
-        .unwrap_or_else(|_| rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("one thread"))
+    b.build().unwrap_or_else(|_| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .expect("one thread")
+    })
 }

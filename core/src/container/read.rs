@@ -95,7 +95,8 @@ impl<R: ReadAt> Archive<R> {
         src.read_exact_at(0, &mut pb).map_err(io_err)?;
         let pre = Preamble::read(&pb, archive_len)?;
         let mut table = vec![0u8; pre.table_len as usize];
-        src.read_exact_at(pre.table_offset, &mut table).map_err(io_err)?;
+        src.read_exact_at(pre.table_offset, &mut table)
+            .map_err(io_err)?;
         if xxh3(&table) != pre.table_checksum {
             return Err(DecodeError::Checksum {
                 what: "segment table".into(),
@@ -136,7 +137,9 @@ impl<R: ReadAt> Archive<R> {
             .get(r)
             .ok_or_else(|| DecodeError::corrupt(format!("segment {s} has no region {r}")))?;
         let mut body = vec![0u8; reg.body_len as usize];
-        self.src.read_exact_at(reg.body_offset, &mut body).map_err(io_err)?;
+        self.src
+            .read_exact_at(reg.body_offset, &mut body)
+            .map_err(io_err)?;
         let node = wire::read_exact(&body)?;
         let want = seg.region_len(r);
         if node.width() != seg.desc.width() || node.len() != want {
@@ -156,7 +159,13 @@ impl<R: ReadAt> Archive<R> {
         let node = self.program(s, r)?;
         let seg = &self.segments[s];
         let words = if allow_refs {
-            execute(&node, &SegmentRefs { archive: self, current: s })?
+            execute(
+                &node,
+                &SegmentRefs {
+                    archive: self,
+                    current: s,
+                },
+            )?
         } else {
             execute(&node, &NoRefs)?
         };
@@ -216,7 +225,8 @@ impl<R: ReadAt> Archive<R> {
                 for p in parts {
                     let p = p?;
                     sha.update(&p);
-                    out.write_all(&p).map_err(|e| DecodeError::io("<output>", e))?;
+                    out.write_all(&p)
+                        .map_err(|e| DecodeError::io("<output>", e))?;
                     written += p.len() as u64;
                     opts.progress.advance(p.len() as u64);
                 }
@@ -226,7 +236,9 @@ impl<R: ReadAt> Archive<R> {
         opts.progress.finish();
         let digest: [u8; 32] = sha.finalize().into();
         if written != self.pre.original_len {
-            return Err(DecodeError::corrupt("decoded length differs from the recorded one"));
+            return Err(DecodeError::corrupt(
+                "decoded length differs from the recorded one",
+            ));
         }
         if digest != self.pre.sha256 {
             return Err(DecodeError::ShaMismatch {
@@ -249,14 +261,22 @@ struct SegmentRefs<'a, R: ReadAt> {
 }
 
 impl<R: ReadAt> Resolver for SegmentRefs<'_, R> {
-    fn resolve(&self, segment: u32, offset: u64, n: u64, width: u8) -> Result<Vec<u64>, DecodeError> {
+    fn resolve(
+        &self,
+        segment: u32,
+        offset: u64,
+        n: u64,
+        width: u8,
+    ) -> Result<Vec<u64>, DecodeError> {
         let s = segment as usize;
         if s >= self.current {
             return Err(DecodeError::corrupt("reference to a later segment"));
         }
         let seg = &self.archive.segments[s];
         if seg.desc.width() != width {
-            return Err(DecodeError::corrupt("reference to a segment of another width"));
+            return Err(DecodeError::corrupt(
+                "reference to a segment of another width",
+            ));
         }
         let end = offset
             .checked_add(n)
@@ -280,7 +300,10 @@ impl<R: ReadAt> Resolver for SegmentRefs<'_, R> {
 /// Decompress an archive in memory, checking every checksum and the SHA-256.
 pub fn decompress(archive: &[u8]) -> Result<Vec<u8>, DecodeError> {
     let a = Archive::new(archive)?;
-    let cap = a.pre.original_len.min(archive.len() as u64 * 64 + (1 << 20));
+    let cap = a
+        .pre
+        .original_len
+        .min(archive.len() as u64 * 64 + (1 << 20));
     let mut out = Vec::with_capacity(cap as usize);
     a.decode_to(&mut out, &DecompressOptions::default())?;
     Ok(out)
@@ -309,16 +332,23 @@ pub fn decompress_file(
     if !overwrite && dst.exists() {
         return Err(DecodeError::io(
             dst,
-            std::io::Error::new(std::io::ErrorKind::AlreadyExists, "already exists (use --force to overwrite)"),
+            std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "already exists (use --force to overwrite)",
+            ),
         ));
     }
     let a = super::open(src)?;
     let tmp = crate::fsutil::TempFile::beside(dst).map_err(|e| DecodeError::io(dst, e))?;
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp.file().map_err(|e| DecodeError::io(dst, e))?);
+    let mut w = std::io::BufWriter::with_capacity(
+        1 << 20,
+        tmp.file().map_err(|e| DecodeError::io(dst, e))?,
+    );
     let report = a.decode_to(&mut w, opts)?;
     w.flush().map_err(|e| DecodeError::io(dst, e))?;
     drop(w);
-    tmp.persist(dst, overwrite).map_err(|e| DecodeError::io(dst, e))?;
+    tmp.persist(dst, overwrite)
+        .map_err(|e| DecodeError::io(dst, e))?;
     Ok(report)
 }
 

@@ -52,7 +52,8 @@ pub(crate) fn segments_of(
         return Ok(layout::plain_segments(len));
     }
     let mut prefix = vec![0u8; 8 + n as usize];
-    src.read_exact_at(0, &mut prefix).map_err(|e| io(&label, e))?;
+    src.read_exact_at(0, &mut prefix)
+        .map_err(|e| io(&label, e))?;
     match layout::safetensors_segments(&prefix, len) {
         Ok(Some(s)) => Ok(s),
         Ok(None) => Ok(layout::plain_segments(len)),
@@ -72,6 +73,9 @@ pub(crate) fn read_sample(src: &dyn ReadAt, s: &SegmentDesc) -> std::io::Result<
     src.read_exact_at(s.offset + start * wb, &mut buf)?;
     Ok(bytes_to_words(&buf, s.width()))
 }
+
+/// A region's program bytes, the checksum of its source bytes, their length.
+type CodedRegion = (Vec<u8>, u64, u64);
 
 /// How one segment is coded.
 enum Plan {
@@ -105,7 +109,8 @@ pub(crate) fn compress_source<W: Write + Seek>(
             let end = d.offset + d.len;
             while pos < end {
                 let k = ((end - pos) as usize).min(buf.len());
-                src.read_exact_at(pos, &mut buf[..k]).map_err(|e| io(&label, e))?;
+                src.read_exact_at(pos, &mut buf[..k])
+                    .map_err(|e| io(&label, e))?;
                 sha.update(&buf[..k]);
                 h.update(&buf[..k]);
                 pos += k as u64;
@@ -116,7 +121,10 @@ pub(crate) fn compress_source<W: Write + Seek>(
     let sha256: [u8; 32] = sha.finalize().into();
 
     // Plans: references for duplicate tensors, a searched shape otherwise.
-    let prior = opts.prior.clone().unwrap_or_else(|| std::sync::Arc::new(Prior::uniform()));
+    let prior = opts
+        .prior
+        .clone()
+        .unwrap_or_else(|| std::sync::Arc::new(Prior::uniform()));
     let mut first: HashMap<(u8, u64, u128), usize> = HashMap::new();
     let mut plans: Vec<Option<Plan>> = Vec::with_capacity(descs.len());
     for (i, d) in descs.iter().enumerate() {
@@ -164,11 +172,13 @@ pub(crate) fn compress_source<W: Write + Seek>(
     }
 
     // Pass 2: regions in parallel batches, written in order.
-    out.write_all(&[0u8; PREAMBLE_LEN as usize]).map_err(|e| io("<output>", e))?;
+    out.write_all(&[0u8; PREAMBLE_LEN as usize])
+        .map_err(|e| io("<output>", e))?;
     let mut body_pos = PREAMBLE_LEN;
     let mut segments = Vec::with_capacity(descs.len());
     let batch = pool.current_num_threads() * 2;
-    opts.progress.start(&format!("compress {}", file_label(name)), len);
+    opts.progress
+        .start(&format!("compress {}", file_label(name)), len);
     let cfg = Instantiate::default();
     for (si, (d, plan)) in descs.iter().zip(&plans).enumerate() {
         let plan = plan.as_ref().expect("every segment has a plan");
@@ -179,7 +189,7 @@ pub(crate) fn compress_source<W: Write + Seek>(
         let mut r0 = 0;
         while r0 < nregions {
             let r1 = (r0 + batch).min(nregions);
-            let coded: Vec<Result<(Vec<u8>, u64, u64), EncodeError>> = pool.install(|| {
+            let coded: Vec<Result<CodedRegion, EncodeError>> = pool.install(|| {
                 (r0..r1)
                     .into_par_iter()
                     .map(|r| {
@@ -232,7 +242,8 @@ pub(crate) fn compress_source<W: Write + Seek>(
         table_len: table.len() as u64,
         table_checksum: xxh3(&table),
     };
-    out.seek(SeekFrom::Start(0)).map_err(|e| io("<output>", e))?;
+    out.seek(SeekFrom::Start(0))
+        .map_err(|e| io("<output>", e))?;
     out.write_all(&pre.write()).map_err(|e| io("<output>", e))?;
     out.seek(SeekFrom::End(0)).map_err(|e| io("<output>", e))?;
     Ok(CompressReport {
@@ -297,13 +308,17 @@ pub fn compress_file(
     }
     let f = std::fs::File::open(src).map_err(|e| EncodeError::io(src, e))?;
     let strict = opts.strict_safetensors
-        || src.extension().is_some_and(|e| e.eq_ignore_ascii_case("safetensors"));
+        || src
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("safetensors"));
     let opts = opts.clone().strict_safetensors(strict);
     let tmp = crate::fsutil::TempFile::beside(dst).map_err(|e| EncodeError::io(dst, e))?;
     let file = tmp.file().map_err(|e| EncodeError::io(dst, e))?;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
     let report = compress_source(&f, src, &mut w, &opts).map_err(|e| match e {
-        EncodeError::Io { path, source } if path.as_os_str() == "<output>" => EncodeError::io(dst, source),
+        EncodeError::Io { path, source } if path.as_os_str() == "<output>" => {
+            EncodeError::io(dst, source)
+        }
         e => e,
     })?;
     w.flush().map_err(|e| EncodeError::io(dst, e))?;

@@ -6,7 +6,13 @@ use crate::error::DecodeError;
 /// Supplies the words a [`Node::Ref`] names.
 pub trait Resolver {
     /// Words `offset..offset+n` of segment `segment` read as `width`-bit words.
-    fn resolve(&self, segment: u32, offset: u64, n: u64, width: u8) -> Result<Vec<u64>, DecodeError>;
+    fn resolve(
+        &self,
+        segment: u32,
+        offset: u64,
+        n: u64,
+        width: u8,
+    ) -> Result<Vec<u64>, DecodeError>;
 }
 
 /// A resolver for programs that must not contain references.
@@ -180,12 +186,12 @@ mod tests {
         let sign = 1u64 << (w - 1);
         let exp_all = mask(l.exponent) << l.mantissa;
         let special = prop_oneof![
-            Just(sign),                  // -0.0
-            Just(exp_all | 1),           // NaN with payload
+            Just(sign),                       // -0.0
+            Just(exp_all | 1),                // NaN with payload
             Just(exp_all | mask(l.mantissa)), // NaN all payload
-            Just(exp_all),               // inf
-            Just(1u64),                  // smallest subnormal
-            Just(sign | mask(l.mantissa)), // negative subnormal
+            Just(exp_all),                    // inf
+            Just(1u64),                       // smallest subnormal
+            Just(sign | mask(l.mantissa)),    // negative subnormal
             any::<u64>().prop_map(move |x| x & m),
         ];
         proptest::collection::vec(special, 0..300)
@@ -272,20 +278,35 @@ mod tests {
         // Repeat that would blow up memory.
         let big = Node::Repeat {
             k: 1 << 40,
-            child: Box::new(Node::Const { width: 8, n: 1 << 20, word: 0 }),
+            child: Box::new(Node::Const {
+                width: 8,
+                n: 1 << 20,
+                word: 0,
+            }),
         };
         assert!(wire::read_exact(&wire::write(&big)).is_err());
         // Deep nesting.
-        let mut n = Node::Const { width: 8, n: 1, word: 0 };
+        let mut n = Node::Const {
+            width: 8,
+            n: 1,
+            word: 0,
+        };
         for _ in 0..100 {
-            n = Node::Scan { op: ScanOp::Diff, child: Box::new(n) };
+            n = Node::Scan {
+                op: ScanOp::Diff,
+                child: Box::new(n),
+            };
         }
         assert!(wire::read_exact(&wire::write(&n)).is_err());
         // Every truncation of a valid program fails cleanly.
         let words: Vec<u64> = (0..1000).map(|i| (i * 7 % 13) as u64).collect();
         let p = Node::Merge {
             split: Split::Fields(vec![4, 4]),
-            children: Split::Fields(vec![4, 4]).split(&words).iter().map(|s| lit(s, 4)).collect(),
+            children: Split::Fields(vec![4, 4])
+                .split(&words)
+                .iter()
+                .map(|s| lit(s, 4))
+                .collect(),
         };
         let bytes = wire::write(&p);
         for cut in 0..bytes.len() {

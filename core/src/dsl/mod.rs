@@ -376,7 +376,9 @@ impl fmt::Display for Node {
                 }
             }
             Node::Repeat { k, child } => write!(f, "Repeat[{k}]({child})"),
-            Node::Ref { segment, offset, .. } => {
+            Node::Ref {
+                segment, offset, ..
+            } => {
                 if *offset == 0 {
                     write!(f, "Ref(#{segment})")
                 } else {

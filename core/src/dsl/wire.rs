@@ -4,7 +4,9 @@
 //! children in order. `serialized_size(p) == write(p).len()` always, and
 //! reading validates every type rule and limit before allocating.
 
-use super::{MAX_DEPTH, MAX_NODE_WORDS, MAX_NODES, MAX_PROGRAM_WORK, MapOp, Node, ScanOp, Split, mask};
+use super::{
+    MAX_DEPTH, MAX_NODE_WORDS, MAX_NODES, MAX_PROGRAM_WORK, MapOp, Node, ScanOp, Split, mask,
+};
 use crate::dtype::Dtype;
 use crate::entropy::{ByteReader, Codec, put_varint, varint_len};
 use crate::error::DecodeError;
@@ -424,7 +426,9 @@ impl Reader<'_, '_> {
                     } = &c
                         && fields[*sibling as usize] > 8
                     {
-                        return Err(DecodeError::corrupt("conditioning sibling wider than 8 bits"));
+                        return Err(DecodeError::corrupt(
+                            "conditioning sibling wider than 8 bits",
+                        ));
                     }
                     children.push(c);
                 }

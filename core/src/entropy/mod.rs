@@ -226,7 +226,11 @@ pub fn encode_best(
     };
     if max < 256 && n >= 16 {
         consider(Codec::Huffman, huffman::encode(words), &mut best);
-        consider(Codec::Rans0, rans::encode(words, Context::None, 0), &mut best);
+        consider(
+            Codec::Rans0,
+            rans::encode(words, Context::None, 0),
+            &mut best,
+        );
         if opts.context && n >= 2048 {
             let min_ctx = (n / 512).max(512);
             let est0 = best.1 as f64;
@@ -284,7 +288,6 @@ pub fn encode_with(codec: Codec, words: &[u64], width: u8, sibling: Option<&[u64
         Codec::Zstd => zstd::bulk::compress(&raw_bytes(words, width), 19).unwrap_or_default(),
     }
 }
-
 
 fn raw_bytes(words: &[u64], width: u8) -> Vec<u8> {
     let bpw = bytes_per_word(width);
@@ -370,7 +373,8 @@ pub fn decode(
         Codec::Rans0 => rans::decode(payload, n, false, None, out)?,
         Codec::Rans1 => rans::decode(payload, n, true, None, out)?,
         Codec::RansCond { .. } => {
-            let s = sibling.ok_or_else(|| DecodeError::corrupt("conditional coder without sibling"))?;
+            let s =
+                sibling.ok_or_else(|| DecodeError::corrupt("conditional coder without sibling"))?;
             rans::decode(payload, n, false, Some(s), out)?
         }
         Codec::Zstd => {
@@ -438,7 +442,8 @@ mod tests {
             for c in all_codecs() {
                 let p = encode_with(c, &words, 8, Some(&sib));
                 let mut out = Vec::new();
-                decode(c, &p, 8, n, Some(&sib), &mut out).unwrap_or_else(|e| panic!("{c:?} n={n}: {e}"));
+                decode(c, &p, 8, n, Some(&sib), &mut out)
+                    .unwrap_or_else(|e| panic!("{c:?} n={n}: {e}"));
                 assert_eq!(out, words, "{c:?} n={n}");
             }
         }

@@ -7,6 +7,7 @@
 //! position). Contexts too rare to pay for a table of their own share the
 //! fallback table. Tables travel in the payload, so a payload is
 //! self-contained.
+#![allow(clippy::needless_range_loop)]
 
 use super::table::{FreqTable, PROB_BITS, PROB_SCALE};
 use super::{ByteReader, put_varint};
@@ -72,7 +73,7 @@ impl EncSym {
             }
             EncSym {
                 x_max,
-                rcp_freq: (((1u64 << (shift + 31)) + freq as u64 - 1) / freq as u64) as u32,
+                rcp_freq: (1u64 << (shift + 31)).div_ceil(freq as u64) as u32,
                 bias: start,
                 cmpl_freq,
                 rcp_shift: shift - 1,
@@ -87,7 +88,8 @@ impl EncSym {
             x >>= 8;
         }
         let q = (((x as u64) * self.rcp_freq as u64) >> 32) as u32 >> self.rcp_shift;
-        x.wrapping_add(self.bias).wrapping_add(q.wrapping_mul(self.cmpl_freq))
+        x.wrapping_add(self.bias)
+            .wrapping_add(q.wrapping_mul(self.cmpl_freq))
     }
 }
 

@@ -108,7 +108,12 @@ fn is_float(d: Dtype) -> bool {
 }
 
 /// Productions that may fill a hole, with the shape each puts there.
-fn productions(t: &Target<'_>, parent: &str, width: u8, depth: usize) -> Vec<(&'static str, Shape)> {
+fn productions(
+    t: &Target<'_>,
+    parent: &str,
+    width: u8,
+    depth: usize,
+) -> Vec<(&'static str, Shape)> {
     let hole = || Box::new(Shape::Hole);
     let mut v: Vec<(&'static str, Shape)> = vec![("lit", Shape::Lit(None))];
     if depth > 3 {
@@ -128,10 +133,13 @@ fn productions(t: &Target<'_>, parent: &str, width: u8, depth: usize) -> Vec<(&'
         let n = s.fields().len();
         v.push(("float", Shape::Merge(s, vec![Shape::Hole; n])));
     }
-    if width >= 16 && width % 8 == 0 {
+    if width >= 16 && width.is_multiple_of(8) {
         v.push((
             "bytes",
-            Shape::Merge(Split::BytePlanes(width), vec![Shape::Hole; width as usize / 8]),
+            Shape::Merge(
+                Split::BytePlanes(width),
+                vec![Shape::Hole; width as usize / 8],
+            ),
         ));
     }
     if top && width >= 8 {
@@ -225,7 +233,13 @@ fn context(t: &Target<'_>, parent: String, width: u8) -> HoleContext {
 
 /// Every (context, production) of a complete shape, for learning.
 pub fn productions_of(t: &Target<'_>, s: &Shape) -> Vec<(HoleContext, &'static str)> {
-    fn walk(t: &Target<'_>, s: &Shape, parent: String, width: u8, out: &mut Vec<(HoleContext, &'static str)>) {
+    fn walk(
+        t: &Target<'_>,
+        s: &Shape,
+        parent: String,
+        width: u8,
+        out: &mut Vec<(HoleContext, &'static str)>,
+    ) {
         out.push((context(t, parent, width), label(s)));
         let widths = child_widths(s, width);
         for (i, c) in children(s).into_iter().enumerate() {
@@ -351,8 +365,10 @@ impl Prior {
     /// productions are counted.
     pub fn learn(files: &[&Path], opts: &LearnOptions) -> Result<Prior, EncodeError> {
         use rayon::prelude::*;
-        let mut groups: std::collections::BTreeMap<String, Vec<(usize, crate::container::SegmentDesc)>> =
-            Default::default();
+        let mut groups: std::collections::BTreeMap<
+            String,
+            Vec<(usize, crate::container::SegmentDesc)>,
+        > = Default::default();
         let mut opened = Vec::new();
         for (fi, path) in files.iter().enumerate() {
             let f = std::fs::File::open(path).map_err(|e| EncodeError::io(*path, e))?;
@@ -376,10 +392,10 @@ impl Prior {
         while picked.len() < opts.max_tensors {
             let before = picked.len();
             for g in groups.values() {
-                if let Some(x) = g.get(round) {
-                    if picked.len() < opts.max_tensors {
-                        picked.push(x.clone());
-                    }
+                if let Some(x) = g.get(round)
+                    && picked.len() < opts.max_tensors
+                {
+                    picked.push(x.clone());
                 }
             }
             if picked.len() == before {
@@ -389,25 +405,26 @@ impl Prior {
         }
         let uniform = Prior::uniform();
         let pool = crate::container::pool(opts.threads);
-        let found: Vec<Result<Vec<(HoleContext, &'static str)>, EncodeError>> = pool.install(|| {
-            picked
-                .par_iter()
-                .map(|(fi, s)| {
-                    let words = crate::container::write::read_sample(&opened[*fi], s)
-                        .map_err(|e| EncodeError::io(files[*fi], e))?;
-                    let t = Target {
-                        words: &words,
-                        width: s.width(),
-                        dtype: s.dtype,
-                        name: &s.name,
-                        rank: s.shape.len(),
-                        total_words: s.len / s.dtype.word_bytes() as u64,
-                    };
-                    let syn = synthesize(&t, &uniform, opts.budget);
-                    Ok(productions_of(&t, &syn.shape))
-                })
-                .collect()
-        });
+        let found: Vec<Result<Vec<(HoleContext, &'static str)>, EncodeError>> =
+            pool.install(|| {
+                picked
+                    .par_iter()
+                    .map(|(fi, s)| {
+                        let words = crate::container::write::read_sample(&opened[*fi], s)
+                            .map_err(|e| EncodeError::io(files[*fi], e))?;
+                        let t = Target {
+                            words: &words,
+                            width: s.width(),
+                            dtype: s.dtype,
+                            name: &s.name,
+                            rank: s.shape.len(),
+                            total_words: s.len / s.dtype.word_bytes() as u64,
+                        };
+                        let syn = synthesize(&t, &uniform, opts.budget);
+                        Ok(productions_of(&t, &syn.shape))
+                    })
+                    .collect()
+            });
         let mut p = Prior::uniform();
         for f in found {
             for (ctx, prod) in f? {
@@ -417,7 +434,11 @@ impl Prior {
         }
         p.source = files
             .iter()
-            .map(|f| f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+            .map(|f| {
+                f.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            })
             .collect();
         Ok(p)
     }
@@ -432,7 +453,9 @@ mod tests {
         let mut x = 12345u64;
         (0..n)
             .map(|_| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let sign = (x >> 63) & 1;
                 let e = 118 + ((x >> 40) % 4) + ((x >> 50) % 3);
                 let m = (x >> 20) & 0x7F;
@@ -455,7 +478,12 @@ mod tests {
         let s0 = synthesize(&t, &Prior::uniform(), 0);
         assert!(matches!(s0.shape, Shape::Lit(_)));
         let s = synthesize(&t, &Prior::uniform(), 24);
-        assert!(s.sample_bytes < s0.sample_bytes * 3 / 4, "{} vs {}", s.sample_bytes, s0.sample_bytes);
+        assert!(
+            s.sample_bytes < s0.sample_bytes * 3 / 4,
+            "{} vs {}",
+            s.sample_bytes,
+            s0.sample_bytes
+        );
         // The program rebuilds the words exactly.
         let node = instantiate(&s.shape, &w, 16, &Instantiate::default());
         let back = crate::dsl::exec::execute(&node, &crate::dsl::exec::NoRefs).unwrap();

@@ -26,7 +26,14 @@ pub struct HoleContext {
 
 impl HoleContext {
     fn full_key(&self) -> String {
-        format!("{}|{}|{}|{}|{}", self.dtype.name(), self.width, self.parent, self.role, self.bucket)
+        format!(
+            "{}|{}|{}|{}|{}",
+            self.dtype.name(),
+            self.width,
+            self.parent,
+            self.role,
+            self.bucket
+        )
     }
     fn backoff_key(&self) -> String {
         format!("{}|{}|{}", self.dtype.name(), self.width, self.parent)
@@ -110,7 +117,10 @@ fn smooth(counts: Option<&BTreeMap<String, u32>>, choices: &[&str], base: &[f64]
     let Some(counts) = counts else {
         return base.to_vec();
     };
-    let total: f64 = choices.iter().map(|c| *counts.get(*c).unwrap_or(&0) as f64).sum();
+    let total: f64 = choices
+        .iter()
+        .map(|c| *counts.get(*c).unwrap_or(&0) as f64)
+        .sum();
     choices
         .iter()
         .zip(base)
@@ -123,18 +133,43 @@ pub fn role(name: &str, rank: usize) -> String {
     let n = name.to_ascii_lowercase();
     let kind = if n.ends_with("bias") || n.ends_with(".b") {
         "bias"
-    } else if ["norm", "ln_", ".ln", "layernorm", "bn", "batchnorm"].iter().any(|k| n.contains(k)) {
-        "norm"
-    } else if ["embed", "wte", "wpe", "tok_", "token"].iter().any(|k| n.contains(k)) {
-        "embed"
-    } else if ["attn", "attention", "q_proj", "k_proj", "v_proj", "o_proj", "query", "key", "value"]
+    } else if ["norm", "ln_", ".ln", "layernorm", "bn", "batchnorm"]
         .iter()
         .any(|k| n.contains(k))
     {
-        "attn"
-    } else if ["mlp", "ffn", "fc", "up_proj", "down_proj", "gate", "dense", "intermediate"]
+        "norm"
+    } else if ["embed", "wte", "wpe", "tok_", "token"]
         .iter()
         .any(|k| n.contains(k))
+    {
+        "embed"
+    } else if [
+        "attn",
+        "attention",
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "query",
+        "key",
+        "value",
+    ]
+    .iter()
+    .any(|k| n.contains(k))
+    {
+        "attn"
+    } else if [
+        "mlp",
+        "ffn",
+        "fc",
+        "up_proj",
+        "down_proj",
+        "gate",
+        "dense",
+        "intermediate",
+    ]
+    .iter()
+    .any(|k| n.contains(k))
     {
         "mlp"
     } else if n.contains("conv") {

@@ -66,13 +66,20 @@ impl Shape {
     pub fn freeze(&self, node: &Node) -> Shape {
         match (self, node) {
             (Shape::Hole | Shape::Lit(None), Node::Lit { codec, .. }) => Shape::Lit(Some(*codec)),
-            (Shape::Merge(s, kids), Node::Merge { children, .. }) if kids.len() == children.len() => {
+            (Shape::Merge(s, kids), Node::Merge { children, .. })
+                if kids.len() == children.len() =>
+            {
                 Shape::Merge(
                     s.clone(),
-                    kids.iter().zip(children).map(|(k, c)| k.freeze(c)).collect(),
+                    kids.iter()
+                        .zip(children)
+                        .map(|(k, c)| k.freeze(c))
+                        .collect(),
                 )
             }
-            (Shape::Map(op, k), Node::Map { child, .. }) => Shape::Map(*op, Box::new(k.freeze(child))),
+            (Shape::Map(op, k), Node::Map { child, .. }) => {
+                Shape::Map(*op, Box::new(k.freeze(child)))
+            }
             (Shape::Scan(op, k), Node::Scan { child, .. }) => {
                 Shape::Scan(*op, Box::new(k.freeze(child)))
             }
@@ -216,7 +223,11 @@ fn lit_fixed(codec: Codec, words: &[u64], width: u8, sibs: &[Sibling<'_>]) -> No
     let pack = 1 + (words.len() * k).div_ceil(8);
     let raw = words.len() * (width as usize).div_ceil(8);
     if best.1.len() > pack.min(raw) {
-        let c = if pack < raw { Codec::BitPack } else { Codec::Raw };
+        let c = if pack < raw {
+            Codec::BitPack
+        } else {
+            Codec::Raw
+        };
         best = (c, entropy::encode_with(c, words, width, None));
     }
     Node::Lit {
