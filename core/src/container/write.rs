@@ -68,7 +68,7 @@ pub(crate) fn segments_of(
 /// The sample words of a tensor segment the search judges programs on.
 pub(crate) fn read_sample(src: &dyn ReadAt, s: &SegmentDesc) -> std::io::Result<Vec<u64>> {
     let wb = s.dtype.word_bytes() as u64;
-    let (start, n) = search::sample_range(s.len / wb);
+    let (start, n) = search::sample_range(s.len / wb, search::row_words(&s.shape));
     let mut buf = vec![0u8; (n * wb) as usize];
     src.read_exact_at(s.offset + start * wb, &mut buf)?;
     Ok(bytes_to_words(&buf, s.width()))
@@ -125,11 +125,16 @@ pub(crate) fn compress_source<W: Write + Seek>(
         .prior
         .clone()
         .unwrap_or_else(|| std::sync::Arc::new(Prior::uniform()));
-    let mut first: HashMap<(u8, u64, u128), usize> = HashMap::new();
+    let mut first: HashMap<(u8, u64, u64, u128), usize> = HashMap::new();
     let mut plans: Vec<Option<Plan>> = Vec::with_capacity(descs.len());
     for (i, d) in descs.iter().enumerate() {
         if d.kind == SegmentKind::Tensor {
-            let key = (d.dtype.wire_id(), d.len, seg_hash[i]);
+            let key = (
+                d.dtype.wire_id(),
+                d.len,
+                segment_region_words(d, region_words),
+                seg_hash[i],
+            );
             if let Some(&j) = first.get(&key) {
                 if same_bytes(src, &descs[j], d).map_err(|e| io(&label, e))? {
                     plans.push(Some(Plan::Ref(j as u32)));
@@ -160,6 +165,7 @@ pub(crate) fn compress_source<W: Write + Seek>(
                     name: &d.name,
                     rank: d.shape.len(),
                     total_words: d.len / d.dtype.word_bytes() as u64,
+                    row: search::row_words(&d.shape),
                 };
                 Ok(Some(search::synthesize(&t, &prior, opts.budget).shape))
             })
@@ -184,6 +190,7 @@ pub(crate) fn compress_source<W: Write + Seek>(
         let plan = plan.as_ref().expect("every segment has a plan");
         let wb = d.dtype.word_bytes() as u64;
         let words_total = d.len / wb;
+        let region_words = segment_region_words(d, region_words);
         let nregions = words_total.div_ceil(region_words) as usize;
         let mut regions = Vec::with_capacity(nregions);
         let mut r0 = 0;
@@ -262,6 +269,16 @@ fn code_region(shape: &Shape, bytes: &[u8], width: u8, cfg: &Instantiate) -> Nod
         node
     } else {
         search::instantiate(&Shape::Lit(None), &words, width, cfg)
+    }
+}
+
+/// Regions hold whole rows when a row fits (so block fields stay aligned).
+fn segment_region_words(d: &SegmentDesc, region_words: u64) -> u64 {
+    let row = search::row_words(&d.shape);
+    if d.kind == SegmentKind::Tensor && row > 1 && row <= region_words {
+        region_words - region_words % row
+    } else {
+        region_words
     }
 }
 

@@ -140,6 +140,25 @@ fn exec_into(
             }
             Ok(())
         }
+        Node::Interleave { classes, children } => {
+            let streams: Vec<Vec<u64>> = children
+                .iter()
+                .map(|c| execute(c, refs))
+                .collect::<Result<_, _>>()?;
+            let n = node.len() as usize;
+            let mut next = vec![0usize; streams.len()];
+            out.reserve(n);
+            for i in 0..n {
+                let c = classes[i % classes.len()] as usize;
+                let w = streams
+                    .get(c)
+                    .and_then(|s| s.get(next[c]))
+                    .ok_or_else(|| DecodeError::corrupt("interleave child too short"))?;
+                out.push(*w);
+                next[c] += 1;
+            }
+            Ok(())
+        }
     }
 }
 
@@ -270,6 +289,23 @@ mod tests {
                 children[2] = Node::Lit { width: l.mantissa, n: words.len() as u64, codec: crate::entropy::Codec::RansCond { sibling: 1 }, payload };
             }
             prop_assert_eq!(run(&Node::Merge { split, children }), words);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn interleave_deals((w, words) in words_strategy(), raw_classes in proptest::collection::vec(0u8..4, 1..40)) {
+            // Renumber classes in order of first appearance.
+            let mut map = [u8::MAX; 4];
+            let mut k = 0u8;
+            let classes: Vec<u8> = raw_classes.iter().map(|&c| {
+                if map[c as usize] == u8::MAX { map[c as usize] = k; k += 1; }
+                map[c as usize]
+            }).collect();
+            let parts = super::super::deal(&words, &classes, k as usize);
+            let children = parts.iter().map(|p| lit(p, w)).collect();
+            prop_assert_eq!(run(&Node::Interleave { classes, children }), words);
         }
     }
 

@@ -258,6 +258,45 @@ pub enum Node {
         /// One child per field, most significant first.
         children: Vec<Node>,
     },
+    /// Word `i` is the next word of child `classes[i % period]`.
+    Interleave {
+        /// Class of each position within a period (`classes.len()` is the period).
+        classes: Vec<u8>,
+        /// One child per class, all of one width.
+        children: Vec<Node>,
+    },
+}
+
+/// Split words by position class: stream `k` gets the words at positions
+/// `i` with `classes[i % period] == k`, in order (the encoder's decomposition
+/// of [`Node::Interleave`]).
+pub fn deal(words: &[u64], classes: &[u8], k: usize) -> Vec<Vec<u64>> {
+    let p = classes.len().max(1);
+    let mut out: Vec<Vec<u64>> = (0..k)
+        .map(|c| {
+            let per = classes.iter().filter(|&&x| x as usize == c).count();
+            Vec::with_capacity(words.len() / p * per + per)
+        })
+        .collect();
+    for block in words.chunks(p) {
+        for (w, &c) in block.iter().zip(classes) {
+            out[c as usize].push(*w);
+        }
+    }
+    out
+}
+
+/// Words of each class in a stream of `n` words dealt with `classes`.
+pub fn deal_counts(n: u64, classes: &[u8], k: usize) -> Vec<u64> {
+    let p = classes.len().max(1) as u64;
+    let (full, rest) = (n / p, (n % p) as usize);
+    (0..k)
+        .map(|c| {
+            let per = classes.iter().filter(|&&x| x as usize == c).count() as u64;
+            let tail = classes[..rest].iter().filter(|&&x| x as usize == c).count() as u64;
+            full * per + tail
+        })
+        .collect()
 }
 
 impl Node {
@@ -272,6 +311,7 @@ impl Node {
                 child.width()
             }
             Node::Merge { split, .. } => split.width() as u8,
+            Node::Interleave { children, .. } => children.first().map_or(8, Node::width),
         }
     }
 
@@ -283,6 +323,7 @@ impl Node {
             Node::Repeat { k, child } => k * child.len(),
             Node::Map { child, .. } | Node::Scan { child, .. } => child.len(),
             Node::Merge { children, .. } => children.first().map_or(0, Node::len),
+            Node::Interleave { children, .. } => children.iter().map(Node::len).sum(),
         }
     }
 
@@ -306,7 +347,9 @@ impl Node {
     pub fn walk(&self, f: &mut dyn FnMut(&Node)) {
         f(self);
         match self {
-            Node::Concat { parts: c, .. } | Node::Merge { children: c, .. } => {
+            Node::Concat { parts: c, .. }
+            | Node::Merge { children: c, .. }
+            | Node::Interleave { children: c, .. } => {
                 for x in c {
                     x.walk(f);
                 }
@@ -329,6 +372,7 @@ impl Node {
             Node::Map { .. } => "Map",
             Node::Scan { .. } => "Scan",
             Node::Merge { .. } => "Merge",
+            Node::Interleave { .. } => "Interleave",
         }
     }
 }
@@ -397,6 +441,10 @@ impl fmt::Display for Node {
             Node::Merge { split, children } => {
                 let texts: Vec<String> = children.iter().map(|p| p.to_string()).collect();
                 write!(f, "Merge[{split}]({})", texts.join(", "))
+            }
+            Node::Interleave { classes, children } => {
+                let texts: Vec<String> = children.iter().map(|p| p.to_string()).collect();
+                write!(f, "Interleave[{}]({})", classes.len(), texts.join(", "))
             }
         }
     }

@@ -19,6 +19,10 @@ const T_REF: u8 = 5;
 const T_MAP: u8 = 6;
 const T_SCAN: u8 = 7;
 const T_MERGE: u8 = 8;
+const T_INTERLEAVE: u8 = 9;
+
+/// Longest period of an `Interleave`.
+pub const MAX_PERIOD: u64 = 1 << 16;
 
 /// Serialize a program.
 pub fn write(node: &Node) -> Vec<u8> {
@@ -131,6 +135,14 @@ pub fn write_into(node: &Node, out: &mut Vec<u8>) {
                 write_into(c, out);
             }
         }
+        Node::Interleave { classes, children } => {
+            out.push(T_INTERLEAVE);
+            put_varint(out, classes.len() as u64);
+            out.extend_from_slice(classes);
+            for c in children {
+                write_into(c, out);
+            }
+        }
     }
 }
 
@@ -167,6 +179,11 @@ pub fn serialized_size(node: &Node) -> usize {
                 Split::Float(_) | Split::BytePlanes(_) | Split::BitPlanes(_) => 1,
                 Split::Fields(f) => 1 + f.len(),
             } + children.iter().map(serialized_size).sum::<usize>()
+        }
+        Node::Interleave { classes, children } => {
+            varint_len(classes.len() as u64)
+                + classes.len()
+                + children.iter().map(serialized_size).sum::<usize>()
         }
     }
 }
@@ -315,7 +332,8 @@ impl Reader<'_, '_> {
                 let child = self.node(depth + 1, None)?;
                 let total = k
                     .checked_mul(child.len())
-                    .ok_or_else(|| DecodeError::corrupt("repeat overflows"))?;
+                    .filter(|&t| t > 0)
+                    .ok_or_else(|| DecodeError::corrupt("repeat overflows or repeats nothing"))?;
                 count_ok(total)?;
                 Node::Repeat {
                     k,
@@ -433,6 +451,41 @@ impl Reader<'_, '_> {
                     children.push(c);
                 }
                 Node::Merge { split, children }
+            }
+            T_INTERLEAVE => {
+                let period = self.r.varint()?;
+                if period == 0 || period > MAX_PERIOD {
+                    return Err(DecodeError::corrupt("interleave period out of range"));
+                }
+                let classes = self.r.bytes(period as usize)?.to_vec();
+                // Classes are numbered in order of first appearance: 0, 1, ...
+                let mut k = 0usize;
+                for &c in &classes {
+                    if c as usize > k {
+                        return Err(DecodeError::corrupt("interleave classes out of order"));
+                    }
+                    if c as usize == k {
+                        k += 1;
+                    }
+                }
+                let mut children = Vec::with_capacity(k);
+                for _ in 0..k {
+                    let c = self.node(depth + 1, None)?;
+                    if let Some(first) = children.first()
+                        && Node::width(first) != c.width()
+                    {
+                        return Err(DecodeError::corrupt(
+                            "interleave children of different widths",
+                        ));
+                    }
+                    children.push(c);
+                }
+                let n = count_ok(children.iter().map(Node::len).sum())?;
+                let want = super::deal_counts(n, &classes, k);
+                if children.iter().zip(&want).any(|(c, &w)| c.len() != w) {
+                    return Err(DecodeError::corrupt("interleave children of wrong lengths"));
+                }
+                Node::Interleave { classes, children }
             }
             t => return Err(DecodeError::corrupt(format!("unknown node tag {t}"))),
         };

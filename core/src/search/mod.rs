@@ -46,6 +46,8 @@ pub struct Target<'a> {
     pub rank: usize,
     /// Words in the whole tensor.
     pub total_words: u64,
+    /// Words per row (last dimension); the sample starts on a row.
+    pub row: u64,
 }
 
 /// The search's answer.
@@ -59,10 +61,15 @@ pub struct Synthesis {
     pub judged: u32,
 }
 
-/// The sample range of a tensor of `total` words: its middle.
-pub fn sample_range(total: u64) -> (u64, u64) {
+/// The sample range of a tensor of `total` words: its middle, starting on
+/// a whole row of `row` words when rows fit in the sample.
+pub fn sample_range(total: u64, row: u64) -> (u64, u64) {
     let len = total.min(SAMPLE_WORDS);
-    ((total - len) / 2, len)
+    let mut start = (total - len) / 2;
+    if row > 1 && row <= SAMPLE_WORDS {
+        start -= start % row;
+    }
+    (start, len)
 }
 
 struct State {
@@ -101,6 +108,44 @@ pub fn float_split(d: Dtype) -> Option<Split> {
         Dtype::F64 => Split::Fields(vec![1, 3, 8, 4, 8, 8, 8, 8, 8, 8]),
         _ => return None,
     })
+}
+
+/// Byte layouts of GGUF quant blocks: (name, block bytes, field bytes).
+/// Two-byte f16 scales are split into their low and high bytes.
+const GGUF_BLOCKS: &[(&str, usize, &[usize])] = &[
+    ("Q8_0", 34, &[2, 32]),
+    ("Q4_0", 18, &[2, 16]),
+    ("Q4_1", 20, &[2, 2, 16]),
+    ("Q5_0", 22, &[2, 4, 16]),
+    ("Q5_1", 24, &[2, 2, 4, 16]),
+    ("Q2_K", 84, &[16, 64, 2, 2]),
+    ("Q3_K", 110, &[32, 64, 12, 2]),
+    ("Q4_K", 144, &[2, 2, 12, 128]),
+    ("Q5_K", 176, &[2, 2, 12, 32, 128]),
+    ("Q6_K", 210, &[128, 64, 16, 2]),
+];
+
+/// Position classes of a block layout: each 2-byte field is two classes
+/// (low byte, high byte); a longer field is one class.
+pub fn block_classes(fields: &[usize]) -> Vec<u8> {
+    let mut classes = Vec::new();
+    let mut k = 0u8;
+    for &f in fields {
+        if f == 2 {
+            classes.extend_from_slice(&[k, k + 1]);
+            k += 2;
+        } else {
+            classes.extend(std::iter::repeat_n(k, f));
+            k += 1;
+        }
+    }
+    classes
+}
+
+/// The row length in words of a tensor (its last dimension), used to align
+/// samples and regions to whole rows (and so to whole quant blocks).
+pub fn row_words(shape: &[u64]) -> u64 {
+    shape.last().copied().unwrap_or(1).max(1)
 }
 
 fn is_float(d: Dtype) -> bool {
@@ -146,6 +191,18 @@ fn productions(
         v.push(("scan_diff", Shape::Scan(ScanOp::Diff, hole())));
         v.push(("scan_xor", Shape::Scan(ScanOp::XorDelta, hole())));
     }
+    if top && width == 8 && matches!(t.dtype, Dtype::U8 | Dtype::I8) && t.row > 1 {
+        for (name, bytes, fields) in GGUF_BLOCKS {
+            if t.row % *bytes as u64 == 0 {
+                let classes = block_classes(fields);
+                let k = *classes.iter().max().unwrap_or(&0) as usize + 1;
+                v.push((
+                    "blocks",
+                    Shape::Interleave((*name).into(), classes, vec![Shape::Hole; k]),
+                ));
+            }
+        }
+    }
     if parent.starts_with("Scan[diff]") {
         v.push(("zigzag", Shape::Map(MapOp::Zigzag, hole())));
     }
@@ -162,12 +219,14 @@ fn label(s: &Shape) -> &'static str {
         Shape::Scan(ScanOp::Diff, _) => "scan_diff",
         Shape::Scan(ScanOp::XorDelta, _) => "scan_xor",
         Shape::Map(..) => "zigzag",
+        Shape::Interleave(..) => "blocks",
     }
 }
 
 fn child_label(s: &Shape, i: usize) -> String {
     match s {
         Shape::Merge(split, _) => format!("Merge[{split}].{i}"),
+        Shape::Interleave(name, _, _) => format!("Interleave[{name}].{i}"),
         Shape::Scan(ScanOp::Diff, _) => "Scan[diff]".into(),
         Shape::Scan(ScanOp::XorDelta, _) => "Scan[xor]".into(),
         Shape::Map(op, _) => format!("Map[{op}]"),
@@ -179,13 +238,14 @@ fn child_widths(s: &Shape, width: u8) -> Vec<u8> {
     match s {
         Shape::Merge(split, _) => split.fields(),
         Shape::Map(..) | Shape::Scan(..) => vec![width],
+        Shape::Interleave(_, _, c) => vec![width; c.len()],
         _ => vec![],
     }
 }
 
 fn children_mut(s: &mut Shape) -> Vec<&mut Shape> {
     match s {
-        Shape::Merge(_, c) => c.iter_mut().collect(),
+        Shape::Merge(_, c) | Shape::Interleave(_, _, c) => c.iter_mut().collect(),
         Shape::Map(_, c) | Shape::Scan(_, c) => vec![c.as_mut()],
         _ => vec![],
     }
@@ -193,7 +253,7 @@ fn children_mut(s: &mut Shape) -> Vec<&mut Shape> {
 
 fn children(s: &Shape) -> Vec<&Shape> {
     match s {
-        Shape::Merge(_, c) => c.iter().collect(),
+        Shape::Merge(_, c) | Shape::Interleave(_, _, c) => c.iter().collect(),
         Shape::Map(_, c) | Shape::Scan(_, c) => vec![c.as_ref()],
         _ => vec![],
     }
@@ -419,6 +479,7 @@ impl Prior {
                             name: &s.name,
                             rank: s.shape.len(),
                             total_words: s.len / s.dtype.word_bytes() as u64,
+                            row: row_words(&s.shape),
                         };
                         let syn = synthesize(&t, &uniform, opts.budget);
                         Ok(productions_of(&t, &syn.shape))
@@ -474,6 +535,7 @@ mod tests {
             name: "layers.0.mlp.up_proj.weight",
             rank: 2,
             total_words: w.len() as u64,
+            row: 1,
         };
         let s0 = synthesize(&t, &Prior::uniform(), 0);
         assert!(matches!(s0.shape, Shape::Lit(_)));
@@ -500,6 +562,7 @@ mod tests {
             name: "a.weight",
             rank: 2,
             total_words: w.len() as u64,
+            row: 1,
         };
         let s = synthesize(&t, &Prior::uniform(), 64);
         let mut p = Prior::uniform();

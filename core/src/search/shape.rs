@@ -25,6 +25,8 @@ pub enum Shape {
     Map(MapOp, Box<Shape>),
     /// A running xor / sum.
     Scan(ScanOp, Box<Shape>),
+    /// Words dealt by position class within a period (block fields).
+    Interleave(String, Vec<u8>, Vec<Shape>),
 }
 
 impl Shape {
@@ -33,7 +35,7 @@ impl Shape {
         match self {
             Shape::Hole => false,
             Shape::Lit(_) | Shape::Generic => true,
-            Shape::Merge(_, c) => c.iter().all(Shape::is_complete),
+            Shape::Merge(_, c) | Shape::Interleave(_, _, c) => c.iter().all(Shape::is_complete),
             Shape::Map(_, c) | Shape::Scan(_, c) => c.is_complete(),
         }
     }
@@ -50,6 +52,10 @@ impl Shape {
                 c.iter().map(Shape::text).collect::<Vec<_>>().join(", ")
             ),
             Shape::Map(op, c) => format!("Map[{op}]({})", c.text()),
+            Shape::Interleave(name, _, c) => format!(
+                "Interleave[{name}]({})",
+                c.iter().map(Shape::text).collect::<Vec<_>>().join(", ")
+            ),
             Shape::Scan(op, c) => format!(
                 "Scan[{}]({})",
                 match op {
@@ -112,7 +118,12 @@ pub fn instantiate(shape: &Shape, words: &[u64], width: u8, cfg: &Instantiate) -
 }
 
 fn inst(shape: &Shape, words: &[u64], width: u8, sibs: &[Sibling<'_>], cfg: &Instantiate) -> Node {
-    if all_equal(words) && !matches!(shape, Shape::Merge(..) | Shape::Map(..) | Shape::Scan(..)) {
+    if all_equal(words)
+        && !matches!(
+            shape,
+            Shape::Merge(..) | Shape::Map(..) | Shape::Scan(..) | Shape::Interleave(..)
+        )
+    {
         return Node::Const {
             width,
             n: words.len() as u64,
@@ -144,6 +155,17 @@ fn inst(shape: &Shape, words: &[u64], width: u8, sibs: &[Sibling<'_>], cfg: &Ins
             Node::Merge {
                 split: split.clone(),
                 children,
+            }
+        }
+        Shape::Interleave(_, classes, kids) => {
+            let parts = crate::dsl::deal(words, classes, kids.len());
+            Node::Interleave {
+                classes: classes.clone(),
+                children: kids
+                    .iter()
+                    .zip(&parts)
+                    .map(|(k, p)| inst(k, p, width, &[], cfg))
+                    .collect(),
             }
         }
         Shape::Map(op, kid) => {

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The test suite: builds the CLI (the CLI and Hub tests run the binary), then
+# runs every test of the workspace (unit, property, archive corruption, fuzz
+# regressions, CLI, Hub end to end against `brevis-hub serve` on 127.0.0.1).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cargo build -p brevis-cli --bins
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast
+  cargo test --workspace --doc
+else
+  cargo test --workspace --no-fail-fast
+fi
