@@ -193,7 +193,7 @@ fn productions(
     }
     if top && width == 8 && matches!(t.dtype, Dtype::U8 | Dtype::I8) && t.row > 1 {
         for (name, bytes, fields) in GGUF_BLOCKS {
-            if t.row % *bytes as u64 == 0 {
+            if t.row.is_multiple_of(*bytes as u64) {
                 let classes = block_classes(fields);
                 let k = *classes.iter().max().unwrap_or(&0) as usize + 1;
                 v.push((
