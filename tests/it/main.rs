@@ -1,2 +1,4 @@
 //! End-to-end tests.
+mod archive;
+mod cli;
 mod hub;

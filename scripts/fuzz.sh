@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Run every cargo-fuzz target (or the ones named) for SECONDS each.
+#
+#   scripts/fuzz.sh [SECONDS] [TARGET...]      SECONDS defaults to 30
+#   FUZZ_KEEP_GOING=1 scripts/fuzz.sh 60       go on after a crash or hang
+#                                              (libFuzzer fork mode), to
+#                                              collect several findings
+#
+# An input that runs longer than FUZZ_TIMEOUT seconds (default 10) is a
+# finding too (timeout-* artifact): programs must run in bounded time.
+# Works on a stable toolchain: cargo-fuzz needs nightly flags, which
+# RUSTC_BOOTSTRAP=1 unlocks. Corpora live in fuzz/corpus/<target>/ (not
+# committed) and are seeded from the golden fixture. Crash inputs land in
+# fuzz/artifacts/<target>/: commit them; `cargo test -p brevis-tests archive`
+# replays them all. Exits 1 if any target found a crash.
+#
+# Leak detection is off: every decode builds a rayon pool whose threads'
+# thread-local destructor lists LeakSanitizer reports as leaked (128 bytes
+# from __cxa_thread_atexit_impl), a false positive that would stop each run.
+set -uo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+secs="${1:-30}"
+shift || true
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+    targets=(decode_raw decode_structured roundtrip program)
+fi
+export RUSTC_BOOTSTRAP=1
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    echo "installing cargo-fuzz" >&2
+    cargo install cargo-fuzz --locked || exit 2
+fi
+
+fixture="$root/core/tests/fixtures/v1"
+seed() {
+    local t="$1" dir="fuzz/corpus/$1"
+    mkdir -p "$dir"
+    case "$t" in
+        decode_raw) cp "$fixture/small.safetensors.brv" "$dir/golden.brv" ;;
+        decode_structured)
+            printf '\x00' >"$dir/none"
+            printf '\x01\x01\x10\x00\x42' >"$dir/table"
+            printf '\x03\x03\x40\x00\x07' >"$dir/body" ;;
+        roundtrip)
+            { printf '\x00'; cat "$fixture/small.safetensors"; } >"$dir/golden"
+            printf '\x07\x03\x0c\x01\x00\x10\x03\x01\x02\x03\x04\x01\x04' >"$dir/wrapped" ;;
+        program)
+            # Every region program of the golden archive, one file each.
+            command -v python3 >/dev/null && python3 - "$fixture/small.safetensors.brv" "$dir" <<'PY'
+import struct, sys
+a = open(sys.argv[1], "rb").read()
+toff, tlen = struct.unpack("<QQ", a[48:64])
+t, pos = a[toff:toff + tlen], 0
+def varint():
+    global pos
+    v = s = 0
+    while True:
+        b = t[pos]; pos += 1
+        v |= (b & 0x7F) << s; s += 7
+        if b < 0x80:
+            return v
+body = 72
+for i in range(varint()):
+    pos += 2
+    n = varint(); pos += n
+    for _ in range(varint()):
+        varint()
+    varint(); varint(); varint()
+    for r in range(varint()):
+        n = varint(); pos += 8
+        open(f"{sys.argv[2]}/golden-{i}-{r}", "wb").write(a[body:body + n])
+        body += n
+PY
+            ;;
+    esac
+}
+
+cargo fuzz build -O || exit 2
+extra=(-timeout="${FUZZ_TIMEOUT:-10}")
+if [ "${FUZZ_KEEP_GOING:-0}" = 1 ]; then
+    extra+=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
+fi
+status=0
+for t in "${targets[@]}"; do
+    seed "$t"
+    echo "== fuzz $t for ${secs}s" >&2
+    if ! cargo fuzz run -O "$t" "fuzz/corpus/$t" -- -max_total_time="$secs" -detect_leaks=0 -print_final_stats=1 "${extra[@]}"; then
+        echo "!! $t found a crash: see fuzz/artifacts/$t/" >&2
+        status=1
+    fi
+done
+exit $status

@@ -1,0 +1,359 @@
+//! The `.brv` archive end to end through the public API: round trips of the
+//! committed checkpoints, every truncation and byte flip of a small archive,
+//! replays of the fuzz crash inputs, determinism across thread counts, one
+//! tensor decoded alone, and the golden archives of every format version.
+
+use std::collections::HashSet;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+
+use brevis_core::container::Archive;
+use brevis_core::dsl::Node;
+use brevis_core::{CompressOptions, compress, decompress};
+use sha2::Digest;
+
+/// The fuzz harnesses, shared with `fuzz/fuzz_targets/` so crash inputs
+/// replay through exactly the code that found them.
+#[allow(dead_code)]
+#[path = "../../fuzz/src/lib.rs"]
+pub(crate) mod harness;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Files of `dir`'s subfolders whose names satisfy `keep`, sorted.
+fn files_in_subdirs(dir: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for sub in entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()) {
+        for f in std::fs::read_dir(&sub).unwrap().flatten().map(|e| e.path()) {
+            if f.is_file() && keep(&f) {
+                out.push(f);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Whether most tensor bytes of a safetensors file are floating point.
+fn is_float_model(file: &[u8]) -> bool {
+    let n = u64::from_le_bytes(file[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&file[8..8 + n]).unwrap();
+    let (mut float, mut total) = (0u64, 0u64);
+    for (name, t) in &header {
+        if name == "__metadata__" {
+            continue;
+        }
+        let o = &t["data_offsets"];
+        let len = o[1].as_u64().unwrap() - o[0].as_u64().unwrap();
+        total += len;
+        if matches!(t["dtype"].as_str(), Some("F16" | "BF16" | "F32" | "F64")) {
+            float += len;
+        }
+    }
+    float * 2 > total
+}
+
+/// (1) Every committed checkpoint round-trips; the float ones shrink.
+#[test]
+fn testdata_checkpoints_round_trip() {
+    let files = files_in_subdirs(&root().join("testdata"), |p| {
+        p.extension().is_some_and(|e| e == "safetensors")
+    });
+    assert!(files.len() >= 5, "testdata checkpoints missing: {files:?}");
+    let mut seen = HashSet::new();
+    for f in files {
+        let data = std::fs::read(&f).unwrap();
+        // Identical copies (hub-seed is minilm-f32) are checked once.
+        if !seen.insert(sha2::Sha256::digest(&data)) {
+            continue;
+        }
+        let archive = compress(&data, &CompressOptions::default())
+            .unwrap_or_else(|e| panic!("compressing {}: {e}", f.display()));
+        let back = decompress(&archive).unwrap_or_else(|e| panic!("decoding {}: {e}", f.display()));
+        assert!(back == data, "{} does not round-trip", f.display());
+        if is_float_model(&data) {
+            assert!(
+                archive.len() < data.len(),
+                "{}: archive of {} bytes is not smaller than the {}-byte float model",
+                f.display(),
+                archive.len(),
+                data.len()
+            );
+        }
+    }
+}
+
+/// The sample archive has what the corruption tests rely on: several
+/// regions in a segment and a reference to an earlier tensor.
+#[test]
+fn sample_archive_exercises_regions_and_refs() {
+    let (original, archive) = harness::sample_archive();
+    let a = Archive::new(&archive[..]).unwrap();
+    assert_eq!(a.info().original_len, original.len() as u64);
+    assert!(
+        a.segments().iter().any(|s| s.regions.len() >= 2),
+        "no segment of the sample has two regions"
+    );
+    let tied = a.find("proj_tied.weight").expect("the duplicated tensor");
+    assert!(
+        matches!(a.program(tied, 0).unwrap(), Node::Ref { .. }),
+        "the duplicated tensor is no longer coded as a reference"
+    );
+    assert!(
+        (1_000..60_000).contains(&archive.len()),
+        "{}",
+        archive.len()
+    );
+}
+
+/// (2) Every prefix of a valid archive is an error, never a panic.
+#[test]
+fn every_truncation_is_an_error() {
+    let (_, archive) = harness::sample_archive();
+    for cut in 0..archive.len() {
+        let part = &archive[..cut];
+        assert!(decompress(part).is_err(), "prefix of {cut} bytes decoded");
+        assert!(Archive::new(part).is_err(), "prefix of {cut} bytes opened");
+    }
+}
+
+/// (3) A byte flipped anywhere gives an error or the exact original bytes.
+#[test]
+fn every_byte_flip_is_an_error_or_the_original() {
+    let (original, archive) = harness::sample_archive();
+    let mut flipped = archive.clone();
+    let mut still_ok = Vec::new();
+    for i in 0..archive.len() {
+        for x in [0xFF, 0x01] {
+            flipped[i] ^= x;
+            if let Ok(out) = decompress(&flipped) {
+                assert!(
+                    out == *original,
+                    "byte {i} ^ {x:#04x}: decoded without error to different bytes"
+                );
+                still_ok.push((i, x));
+            }
+            flipped[i] ^= x;
+        }
+    }
+    // Flips the checksums cannot see must be rare (padding bits at most).
+    assert!(still_ok.len() < archive.len() / 20, "{still_ok:?}");
+}
+
+/// Longest a replayed fuzz input may run (timeout-* artifacts are hangs).
+const ARTIFACT_SECONDS: u64 = 20;
+
+/// Run `f` on its own thread: `Err` with the panic message, or after
+/// `secs` seconds (the thread is left running: a hang must not hang the
+/// whole test run).
+fn within(secs: u64, f: impl FnOnce() + Send + 'static) -> Result<(), String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = catch_unwind(AssertUnwindSafe(f)).map_err(|e| {
+            e.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        });
+        let _ = tx.send(r);
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs))
+        .unwrap_or_else(|_| Err(format!("still running after {secs} s")))
+}
+
+/// (4) Every committed fuzz crash input replays through `decompress` and
+/// through its own target's harness without a panic.
+#[test]
+fn fuzz_artifacts_replay() {
+    let files = files_in_subdirs(&root().join("fuzz/artifacts"), |p| {
+        !p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+    });
+    let mut failures = Vec::new();
+    for f in &files {
+        let data = std::fs::read(f).unwrap();
+        let target = f
+            .parent()
+            .and_then(|d| d.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let r = within(ARTIFACT_SECONDS, move || {
+            let _ = decompress(&data);
+            match target.as_str() {
+                "decode_raw" => harness::decode_raw(&data),
+                "decode_structured" => harness::decode_structured(&data),
+                "roundtrip" => harness::roundtrip(&data),
+                "program" => harness::program(&data),
+                other => panic!("artifacts of unknown target {other}"),
+            }
+        });
+        if let Err(msg) = r {
+            failures.push(format!("{}: {msg}", f.display()));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} fuzz artifacts still fail:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n")
+    );
+}
+
+/// A checkpoint with one tensor of many regions (more than a parallel batch).
+fn many_regions() -> Vec<u8> {
+    let mut rng = harness::Rng::new(3);
+    let big: Vec<u8> = (0..20 * 1024)
+        .flat_map(|_| rng.normal(0.03).to_le_bytes())
+        .collect();
+    let mut tensors = harness::sample_tensors();
+    tensors.push(harness::TensorSpec {
+        name: "big".into(),
+        dtype: "F32",
+        shape: vec![20, 1024],
+        data: big,
+        gap_before: 0,
+    });
+    harness::build_safetensors(&tensors, &[("format", "pt")], b"")
+}
+
+/// (5) The archive does not depend on the number of threads.
+#[test]
+fn archives_are_identical_across_thread_counts() {
+    for input in [harness::sample_safetensors(), many_regions()] {
+        let opts = |t| CompressOptions::default().threads(t).region_words(1024);
+        let one = compress(&input, &opts(1)).unwrap();
+        let two = compress(&input, &opts(2)).unwrap();
+        assert!(one == two, "threads 1 and 2 give different archives");
+        assert_eq!(decompress(&one).unwrap(), input);
+    }
+}
+
+/// (6) One tensor decodes alone to its bytes, references included.
+#[test]
+fn one_tensor_decodes_alone() {
+    let (_, archive) = harness::sample_archive();
+    let a = Archive::new(&archive[..]).unwrap();
+    for t in harness::sample_tensors() {
+        match a.find(&t.name) {
+            Some(i) => assert!(
+                a.decode_segment(i).unwrap() == t.data,
+                "tensor {} decoded alone differs",
+                t.name
+            ),
+            None => assert!(t.data.is_empty(), "tensor {} not found", t.name),
+        }
+    }
+    assert!(
+        a.find("__header__").is_none(),
+        "find() returned a bytes segment"
+    );
+    assert!(a.find("no.such.tensor").is_none());
+    assert!(a.decode_segment(a.segments().len()).is_err());
+}
+
+/// (7) The golden archives of every format version still decode to their
+/// checkpoints (written by `core/tests/fixtures/regenerate.sh`).
+#[test]
+fn golden_archives_decode() {
+    let dir = root().join("core/tests/fixtures");
+    let archives = files_in_subdirs(&dir, |p| p.extension().is_some_and(|e| e == "brv"));
+    assert!(
+        archives
+            .iter()
+            .any(|p| p.ends_with("v1/small.safetensors.brv")),
+        "the v1 golden archive is missing: {archives:?}"
+    );
+    for brv in archives {
+        let version: u16 = brv
+            .parent()
+            .and_then(|d| d.file_name())
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix('v'))
+            .and_then(|n| n.parse().ok())
+            .expect("fixtures live in v<N>/ folders");
+        let archive = std::fs::read(&brv).unwrap();
+        let expected = std::fs::read(brv.with_extension("")).unwrap();
+        let a = Archive::new(&archive[..]).unwrap();
+        assert_eq!(a.info().format_version, version, "{}", brv.display());
+        let out = decompress(&archive).unwrap_or_else(|e| panic!("{}: {e}", brv.display()));
+        assert!(out == expected, "{} decodes to other bytes", brv.display());
+    }
+}
+
+/// An archive of `original` as one bytes segment coded by the program
+/// `program` (serialized), with every checksum right: what a hostile file
+/// looks like once it is past the integrity checks, which are no MAC.
+fn forge_archive(original: &[u8], program: &[u8]) -> Vec<u8> {
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    let n = original.len() as u64;
+    let mut table = Vec::new();
+    varint(&mut table, 1); // segments
+    table.push(0); // kind: bytes
+    table.push(brevis_core::Dtype::Bytes.wire_id());
+    varint(&mut table, 8);
+    table.extend_from_slice(b"__file__");
+    varint(&mut table, 0); // dims
+    varint(&mut table, 0); // offset
+    varint(&mut table, n);
+    varint(&mut table, n); // words per region
+    varint(&mut table, 1); // regions
+    varint(&mut table, program.len() as u64);
+    table.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(original).to_le_bytes());
+    let table_offset = brevis_core::container::PREAMBLE_LEN + program.len() as u64;
+    let mut a = brevis_core::container::MAGIC.to_vec();
+    a.extend_from_slice(&brevis_core::FORMAT_VERSION.to_le_bytes());
+    a.extend_from_slice(&[0, 0]);
+    a.extend_from_slice(&n.to_le_bytes());
+    a.extend_from_slice(&sha2::Sha256::digest(original));
+    a.extend_from_slice(&table_offset.to_le_bytes());
+    a.extend_from_slice(&(table.len() as u64).to_le_bytes());
+    a.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(&table).to_le_bytes());
+    a.extend_from_slice(program);
+    a.extend_from_slice(&table);
+    a
+}
+
+/// A `Repeat` of nothing used to be accepted (`k * 0 == 0` passes the
+/// size limit) and then looped `k` times: a 30-byte archive whose program
+/// is `Concat[Repeat[2^60](Concat[]), Const]` hung the decoder for ever. A
+/// `Repeat` with `k == 0` ran to its child's words instead of none. Found
+/// by the `program` fuzz target (fuzz/artifacts/program/timeout-*, crash-*).
+#[test]
+fn repeat_of_nothing_is_rejected_quickly() {
+    let original = vec![7u8; 100];
+    let konst = [2, 8, 100, 7]; // Const u8[100] of 7
+    // The forging is right: a plain Const decodes.
+    assert_eq!(
+        decompress(&forge_archive(&original, &konst)).unwrap(),
+        original
+    );
+    let mut hang = vec![3, 8, 2]; // Concat u8, two parts:
+    hang.extend_from_slice(&[4, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10]); // Repeat 2^60
+    hang.extend_from_slice(&[3, 8, 0]); // of Concat u8 []
+    hang.extend_from_slice(&konst);
+    let zero = [3, 8, 2, 4, 0, 2, 8, 5, 7, 2, 8, 100, 7]; // Concat[Repeat[0](Const u8[5]), Const u8[100]]
+    for (what, program) in [
+        ("huge repeat of nothing", hang),
+        ("zero repeat", zero.to_vec()),
+    ] {
+        let archive = forge_archive(&original, &program);
+        let r = within(10, move || {
+            assert!(decompress(&archive).is_err());
+            assert!(brevis_core::dsl::wire::read_exact(&program).is_err());
+        });
+        assert!(r.is_ok(), "{what}: {}", r.unwrap_err());
+    }
+}

@@ -1,0 +1,357 @@
+//! The `brevis-hub` binary on local files: exit codes (0 ok, 1 mismatch,
+//! 2 error, never 101 = panic), refusing to overwrite, JSON output, help.
+//!
+//! Runs `target/<profile>/brevis-hub`, which `cargo test` does not build:
+//! run `cargo build -p brevis-cli` first.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use brevis_core::DecodeError;
+use brevis_core::container::Archive;
+use sha2::Digest;
+
+use crate::archive::harness;
+
+/// The binary beside this test's `deps/` folder.
+fn bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let mut dir = exe.parent().expect("deps folder").to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let p = dir.join(format!("brevis-hub{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        p.is_file(),
+        "{} not found: run `cargo build -p brevis-cli` first",
+        p.display()
+    );
+    p
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Run the binary in `dir`; fail on a panic (exit 101) or a signal.
+fn run(dir: &Path, args: &[&str]) -> Out {
+    let o = Command::new(bin())
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("HF_TOKEN")
+        .output()
+        .expect("running brevis-hub");
+    let out = Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    };
+    assert!(
+        out.code != 101 && out.code != -1 && !out.stderr.contains("panicked"),
+        "brevis-hub {args:?} crashed (exit {}):\n{}",
+        out.code,
+        out.stderr
+    );
+    out
+}
+
+fn sha256(p: &Path) -> [u8; 32] {
+    sha2::Sha256::digest(std::fs::read(p).unwrap()).into()
+}
+
+/// A temp dir holding `model.safetensors` (the small synthetic checkpoint).
+fn model_dir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(
+        d.path().join("model.safetensors"),
+        harness::sample_safetensors(),
+    )
+    .unwrap();
+    d
+}
+
+/// `model_dir()` with `model.safetensors.brv` beside the checkpoint.
+fn compressed_dir() -> tempfile::TempDir {
+    let d = model_dir();
+    let o = run(
+        d.path(),
+        &["compress", "model.safetensors", "-T", "1", "--no-prior"],
+    );
+    assert_eq!(o.code, 0, "compress failed: {}", o.stderr);
+    d
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn compress_then_decompress_gives_the_same_sha256() {
+    let d = compressed_dir();
+    let p = d.path();
+    assert!(p.join("model.safetensors.brv").is_file());
+    let o = run(
+        p,
+        &[
+            "decompress",
+            "model.safetensors.brv",
+            "-o",
+            "restored.safetensors",
+        ],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        sha256(&p.join("restored.safetensors")),
+        sha256(&p.join("model.safetensors"))
+    );
+    // Without -o the original name comes back (here in another folder).
+    std::fs::create_dir(p.join("out")).unwrap();
+    std::fs::rename(
+        p.join("model.safetensors.brv"),
+        p.join("out/model.safetensors.brv"),
+    )
+    .unwrap();
+    let o = run(&p.join("out"), &["decompress", "model.safetensors.brv"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        sha256(&p.join("out/model.safetensors")),
+        sha256(&p.join("model.safetensors"))
+    );
+}
+
+#[test]
+fn refuses_to_overwrite_without_force() {
+    let d = compressed_dir();
+    let p = d.path();
+    let brv = p.join("model.safetensors.brv");
+    let before = std::fs::read(&brv).unwrap();
+    // An existing archive: exit 2, untouched.
+    std::fs::write(&brv, b"not an archive, but mine").unwrap();
+    let o = run(p, &["compress", "model.safetensors", "--no-prior"]);
+    assert_eq!(o.code, 2, "compress over an existing file: {}", o.stderr);
+    assert!(o.stderr.contains("exists"), "{}", o.stderr);
+    assert_eq!(std::fs::read(&brv).unwrap(), b"not an archive, but mine");
+    let o = run(p, &["compress", "model.safetensors", "--no-prior", "-f"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(std::fs::read(&brv).unwrap(), before);
+    // An existing decompression target: exit 2, untouched.
+    std::fs::write(p.join("restored.safetensors"), b"keep me").unwrap();
+    let o = run(
+        p,
+        &[
+            "decompress",
+            "model.safetensors.brv",
+            "-o",
+            "restored.safetensors",
+        ],
+    );
+    assert_eq!(o.code, 2, "decompress over an existing file: {}", o.stderr);
+    assert_eq!(
+        std::fs::read(p.join("restored.safetensors")).unwrap(),
+        b"keep me"
+    );
+    let o = run(
+        p,
+        &[
+            "decompress",
+            "model.safetensors.brv",
+            "-o",
+            "restored.safetensors",
+            "--force",
+        ],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        sha256(&p.join("restored.safetensors")),
+        sha256(&p.join("model.safetensors"))
+    );
+}
+
+/// A copy of `archive` with one byte in the middle of a region program
+/// changed so that the program still parses but decodes to other bytes.
+fn corrupt_body(archive: &[u8]) -> Vec<u8> {
+    let a = Archive::new(archive).unwrap();
+    let mut regions: Vec<_> = a.segments().iter().flat_map(|s| s.regions.iter()).collect();
+    regions.sort_by_key(|r| std::cmp::Reverse(r.body_len));
+    for r in regions {
+        let (start, len) = (r.body_offset as usize, r.body_len as usize);
+        let mid = start + len / 2;
+        // From the middle outwards.
+        let order = (0..len / 2).flat_map(|k| [mid + k, mid - k - 1]);
+        for i in order.filter(|&i| i >= start && i < start + len) {
+            for x in [0x01u8, 0x10, 0xFF] {
+                let mut b = archive.to_vec();
+                b[i] ^= x;
+                if let Err(DecodeError::Checksum { .. }) = brevis_core::decompress(&b) {
+                    return b;
+                }
+            }
+        }
+    }
+    panic!("no single-byte change of a program gives a checksum mismatch");
+}
+
+#[test]
+fn verify_exit_codes() {
+    let d = compressed_dir();
+    let p = d.path();
+    let good = std::fs::read(p.join("model.safetensors.brv")).unwrap();
+
+    let o = run(p, &["verify", "model.safetensors.brv"]);
+    assert_eq!(o.code, 0, "good archive: {}{}", o.stdout, o.stderr);
+    let o = run(
+        p,
+        &[
+            "verify",
+            "model.safetensors.brv",
+            "--original",
+            "model.safetensors",
+        ],
+    );
+    assert_eq!(
+        o.code, 0,
+        "good archive and its original: {}{}",
+        o.stdout, o.stderr
+    );
+
+    std::fs::write(p.join("bad.brv"), corrupt_body(&good)).unwrap();
+    let o = run(p, &["verify", "bad.brv"]);
+    assert_eq!(o.code, 1, "checksum mismatch: {}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("bad.brv"), "{}", o.stdout);
+
+    std::fs::write(p.join("short.brv"), &good[..good.len() / 2]).unwrap();
+    let o = run(p, &["verify", "short.brv"]);
+    assert_eq!(o.code, 2, "truncated archive: {}{}", o.stdout, o.stderr);
+
+    std::fs::write(p.join("text.brv"), b"hello, I am not an archive\n").unwrap();
+    let o = run(p, &["verify", "text.brv"]);
+    assert_eq!(o.code, 2, "not an archive: {}{}", o.stdout, o.stderr);
+
+    std::fs::write(p.join("other.bin"), b"some other file").unwrap();
+    let o = run(
+        p,
+        &["verify", "model.safetensors.brv", "--original", "other.bin"],
+    );
+    assert_eq!(
+        o.code, 1,
+        "--original of another file: {}{}",
+        o.stdout, o.stderr
+    );
+
+    let o = run(p, &["verify", "model.safetensors.brv", "--json"]);
+    assert_eq!(o.code, 0);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("verify --json is JSON");
+    assert_eq!(v["ok"], true, "{v}");
+}
+
+#[test]
+fn inspect_json_lists_tensors() {
+    let d = compressed_dir();
+    let o = run(d.path(), &["inspect", "model.safetensors.brv", "--json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("inspect --json is JSON");
+    let segs = v["segments"].as_array().expect("segments array");
+    for t in harness::sample_tensors()
+        .iter()
+        .filter(|t| !t.data.is_empty())
+    {
+        let s = segs
+            .iter()
+            .find(|s| s["name"] == t.name.as_str())
+            .unwrap_or_else(|| panic!("tensor {} missing from {v}", t.name));
+        assert_eq!(s["dtype"], t.dtype, "{s}");
+        assert_eq!(s["kind"], "tensor", "{s}");
+        assert!(!s["program"].as_str().unwrap_or("").is_empty(), "{s}");
+    }
+    assert_eq!(
+        v["original_bytes"],
+        harness::sample_safetensors().len() as u64
+    );
+}
+
+#[test]
+fn malformed_safetensors_inputs_are_errors() {
+    let ok = harness::sample_safetensors();
+    let n = u64::from_le_bytes(ok[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&ok[8..8 + n]).unwrap();
+    let with_header = |h: &str| {
+        let mut f = (h.len() as u64).to_le_bytes().to_vec();
+        f.extend_from_slice(h.as_bytes());
+        f.extend_from_slice(&ok[8 + n..]);
+        f
+    };
+    let mut past_eof = ok.clone();
+    past_eof[..8].copy_from_slice(&(ok.len() as u64 * 2).to_le_bytes());
+    let cases: [(&str, Vec<u8>); 3] = [
+        ("past-eof.safetensors", past_eof),
+        (
+            "bad-json.safetensors",
+            with_header(&header.replacen(':', ";", 1)),
+        ),
+        (
+            "bad-offsets.safetensors",
+            with_header(&header.replacen("\"data_offsets\":[0,", "\"data_offsets\":[99999999,", 1)),
+        ),
+    ];
+    for (name, bytes) in cases {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(name), &bytes).unwrap();
+        let o = run(d.path(), &["compress", name, "--no-prior"]);
+        assert_eq!(o.code, 2, "{name}: exit {}: {}", o.code, o.stderr);
+        assert!(
+            o.stderr.contains(name),
+            "{name}: error does not name the file: {}",
+            o.stderr
+        );
+        assert_eq!(names_in(d.path()), [name], "{name}: files left behind");
+    }
+}
+
+/// Subcommand names listed under `Commands:` in a help text.
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn help_of_every_subcommand_has_an_example() {
+    let d = tempfile::tempdir().unwrap();
+    let top = run(d.path(), &["--help"]);
+    assert_eq!(top.code, 0);
+    let mut todo: Vec<Vec<String>> = subcommands(&top.stdout)
+        .into_iter()
+        .map(|c| vec![c])
+        .collect();
+    assert!(todo.len() >= 6, "{}", top.stdout);
+    let mut missing = Vec::new();
+    while let Some(cmd) = todo.pop() {
+        let mut args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        args.push("--help");
+        let o = run(d.path(), &args);
+        assert_eq!(o.code, 0, "{args:?}: {}", o.stderr);
+        if !o.stdout.contains("Example") {
+            missing.push(cmd.join(" "));
+        }
+        for sub in subcommands(&o.stdout) {
+            let mut c = cmd.clone();
+            c.push(sub);
+            todo.push(c);
+        }
+    }
+    assert!(missing.is_empty(), "--help without an Example: {missing:?}");
+}
