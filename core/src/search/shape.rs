@@ -101,6 +101,22 @@ pub struct Instantiate {
     pub zstd_level: i32,
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periodic_leaves_become_repeat() {
+        let unit: Vec<u64> = (0..100).map(|i| (i * 37 % 251) as u64).collect();
+        let words: Vec<u64> = unit.iter().cycle().take(100 * 50).copied().collect();
+        let node = instantiate(&Shape::Lit(None), &words, 8, &Instantiate::default());
+        assert!(matches!(node, Node::Repeat { k: 50, .. }), "{node}");
+        let back = crate::dsl::exec::execute(&node, &crate::dsl::exec::NoRefs).unwrap();
+        assert_eq!(back, words);
+        assert_eq!(period(&unit), None);
+    }
+}
+
 impl Default for Instantiate {
     fn default() -> Self {
         Instantiate { zstd_level: 19 }
@@ -128,6 +144,16 @@ fn inst(shape: &Shape, words: &[u64], width: u8, sibs: &[Sibling<'_>], cfg: &Ins
             width,
             n: words.len() as u64,
             word: words.first().copied().unwrap_or(0),
+        };
+    }
+    if matches!(shape, Shape::Hole | Shape::Lit(_) | Shape::Generic)
+        && let Some(p) = period(words)
+    {
+        // A literal leaf whose words repeat: Repeat(k, unit), the unit coded
+        // as the leaf would be.
+        return Node::Repeat {
+            k: (words.len() / p) as u64,
+            child: Box::new(inst(shape, &words[..p], width, &[], cfg)),
         };
     }
     match shape {
@@ -196,6 +222,30 @@ fn inst(shape: &Shape, words: &[u64], width: u8, sibs: &[Sibling<'_>], cfg: &Ins
             }
         }
     }
+}
+
+/// The smallest period `p` (a proper divisor of the length, at most 2^16)
+/// with `words[i] == words[i - p]` everywhere; a few candidates are tried.
+fn period(words: &[u64]) -> Option<usize> {
+    let n = words.len();
+    if n < 64 {
+        return None;
+    }
+    let first = words[0];
+    let mut tried = 0;
+    for p in 1..=(n / 2).min(1 << 16) {
+        if words[p] != first || n % p != 0 {
+            continue;
+        }
+        tried += 1;
+        if words[p..] == words[..n - p] {
+            return Some(p);
+        }
+        if tried >= 8 {
+            break;
+        }
+    }
+    None
 }
 
 fn lit_auto(words: &[u64], width: u8, sibs: &[Sibling<'_>], zstd: Option<i32>) -> Node {
