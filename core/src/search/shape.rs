@@ -101,22 +101,6 @@ pub struct Instantiate {
     pub zstd_level: i32,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn periodic_leaves_become_repeat() {
-        let unit: Vec<u64> = (0..100).map(|i| (i * 37 % 251) as u64).collect();
-        let words: Vec<u64> = unit.iter().cycle().take(100 * 50).copied().collect();
-        let node = instantiate(&Shape::Lit(None), &words, 8, &Instantiate::default());
-        assert!(matches!(node, Node::Repeat { k: 50, .. }), "{node}");
-        let back = crate::dsl::exec::execute(&node, &crate::dsl::exec::NoRefs).unwrap();
-        assert_eq!(back, words);
-        assert_eq!(period(&unit), None);
-    }
-}
-
 impl Default for Instantiate {
     fn default() -> Self {
         Instantiate { zstd_level: 19 }
@@ -234,7 +218,7 @@ fn period(words: &[u64]) -> Option<usize> {
     let first = words[0];
     let mut tried = 0;
     for p in 1..=(n / 2).min(1 << 16) {
-        if words[p] != first || n % p != 0 {
+        if words[p] != first || !n.is_multiple_of(p) {
             continue;
         }
         tried += 1;
@@ -307,5 +291,21 @@ fn lit_fixed(codec: Codec, words: &[u64], width: u8, sibs: &[Sibling<'_>]) -> No
         n: words.len() as u64,
         codec: best.0,
         payload: best.1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periodic_leaves_become_repeat() {
+        let unit: Vec<u64> = (0..100).map(|i| (i * 37 % 251) as u64).collect();
+        let words: Vec<u64> = unit.iter().cycle().take(100 * 50).copied().collect();
+        let node = instantiate(&Shape::Lit(None), &words, 8, &Instantiate::default());
+        assert!(matches!(node, Node::Repeat { k: 50, .. }), "{node}");
+        let back = crate::dsl::exec::execute(&node, &crate::dsl::exec::NoRefs).unwrap();
+        assert_eq!(back, words);
+        assert_eq!(period(&unit), None);
     }
 }
