@@ -1,0 +1,616 @@
+#!/usr/bin/env python3
+"""Benchmark Brevis against zstd and ZipNN on the same safetensors files, in one run.
+
+Setup (once):
+    python3 -m venv ~/.cache/brevis-data/bench-venv
+    ~/.cache/brevis-data/bench-venv/bin/pip install zipnn==0.5.4 zstandard numpy
+    cargo build --release            # optional: target/release/brevis-hub
+
+Run:
+    nice -n 10 ~/.cache/brevis-data/bench-venv/bin/python scripts/bench.py            # every fetched model
+    ... scripts/bench.py --models silero-vad,minilm-l6-v2 --json bench.json
+    ... scripts/bench.py testdata/astra-bf16 some/file.safetensors                     # folders / files
+
+A "model" is a folder (all its *.safetensors files, recursively) or a single file.
+Default: every folder in $BREVIS_DATA/models (~/.cache/brevis-data/models).
+
+Columns (ratio = compressed bytes / original bytes, summed over the model's files;
+MB = 10^6 bytes; speeds are MB of ORIGINAL bytes per second, wall clock):
+
+  order-0 ref  Per tensor, the empirical order-0 entropy (n*H of the symbol histogram;
+               one histogram per field per tensor; table cost NOT counted) of each field:
+                 float dtypes, fields of the little-endian word: sign (1 bit),
+                   exponent (one symbol: 8 bits for F32/BF16, 5 for F16, 11 for F64,
+                   4/5 for F8_E4M3/F8_E5M2), mantissa as ONE symbol when it has <= 16
+                   bits (F16: 10, BF16: 7, F8: 3/2), else split into bytes from the least
+                   significant end, each byte its own stream (F32: 8+8+7, F64: 6x8+4);
+                 every other dtype (U8, I8, I16, I32, I64, BOOL, ...): all the tensor's
+                   bytes as ONE stream of byte symbols;
+               summed in bits, /8, plus the safetensors header (8 + header length bytes)
+               counted raw. This is ANCHORS.md's "order-0 ref" and reproduces its numbers
+               (splitting the F16 mantissa into 8+2 bits instead would give e.g. whisper
+               0.8555 instead of 0.8552, human-tfjs 0.7966 instead of 0.7931).
+  zstd -3/-19  python `zstandard`, whole file, one frame, single thread (threads=0),
+               in memory (no file I/O in the timing); round trip checked.
+  xz -6        (--xz only) python lzma, preset 6, whole file.
+  ZipNN        `zipnn` (0.5.4), per tensor: ZipNN(input_format="byte", threads=1,
+               bytearray_dtype = float32|float16|bfloat16|float8_* for float tensors;
+               every other tensor (U8 GGUF blocks, I32, I64, ...) goes in with ZipNN's
+               default bytearray_dtype "bfloat16", i.e. as two byte groups), other
+               settings default (method AUTO = Huffman on byte groups, 256 KiB chunks,
+               compression_threshold 0.95: chunks that do not shrink below 0.95 are stored
+               raw, which is what happens to Q4_K/Q6_K blocks). Each call gets a fresh
+               bytearray copy (ZipNN reorders its input in place); every tensor is
+               decompressed and compared. The safetensors header is counted as its zstd -3
+               size. Any tensor ZipNN raises on is counted raw and reported. Speed = bytes
+               given to ZipNN / time of its compress (resp. decompress) calls.
+               --zipnn-ints-as raw|fp8 and --zipnn-header raw change the two choices above
+               (with raw/raw, e.g. human-tfjs is 0.8124 instead of 0.7975). The defaults
+               reproduce ANCHORS.md's ZipNN column.
+  Brevis       $BREVIS_BIN or target/release/brevis-hub, measured from the outside:
+                 brevis-hub compress   -T N -f -o TMP  FILES      (timed, archive sizes summed)
+                 brevis-hub decompress -T N -f -o TMP2 ARCHIVES   (timed)
+               then the SHA-256 of every decoded file is compared with the original's,
+               for N = 1 and 2 (--brevis-threads). Skipped (with the error printed) when
+               the binary is missing or fails. The ratio shown is from the first N. Times
+               are whole processes (start-up, reading and writing files included).
+
+Nothing here is a timed assertion: this prints numbers. A failure on one file is
+reported and the run continues; a cell computed over only part of a model's files is
+marked with '*'.
+"""
+import argparse
+import fnmatch
+import hashlib
+import json
+import math
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+DATA = os.environ.get("BREVIS_DATA") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "brevis-data")
+
+ITEMSIZE = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1,
+    "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+    "I32": 4, "U32": 4, "F32": 4,
+    "I64": 8, "U64": 8, "F64": 8,
+}
+# float dtype -> (word bits, exponent bits, mantissa bits)
+FLOAT_FIELDS = {
+    "F64": (64, 11, 52), "F32": (32, 8, 23), "F16": (16, 5, 10), "BF16": (16, 8, 7),
+    "F8_E4M3": (8, 4, 3), "F8_E5M2": (8, 5, 2),
+}
+ZIPNN_DTYPE = {
+    "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+    "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+}
+UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+CHUNK_WORDS = 1 << 24  # bound memory of the entropy pass
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------- safetensors
+def parse_safetensors(buf):
+    """-> (header_bytes_total, [(name, dtype, start, end)] absolute offsets, in file order)."""
+    if len(buf) < 8:
+        raise ValueError("file shorter than 8 bytes")
+    (n,) = struct.unpack("<Q", buf[:8])
+    if n > len(buf) - 8 or n > 100 << 20:
+        raise ValueError(f"header length {n} out of range")
+    h = json.loads(bytes(buf[8:8 + n]))
+    if not isinstance(h, dict):
+        raise ValueError("header is not a JSON object")
+    h.pop("__metadata__", None)
+    base = 8 + n
+    out = []
+    for name, v in h.items():
+        a, b = v["data_offsets"]
+        if not (0 <= a <= b and base + b <= len(buf)):
+            raise ValueError(f"{name}: data_offsets {a},{b} out of range")
+        out.append((name, v["dtype"], base + a, base + b))
+    out.sort(key=lambda t: (t[2], t[3]))
+    return base, out
+
+
+# ----------------------------------------------------------------- order-0 reference
+def _entropy_bits(counts):
+    counts = counts[counts > 0].astype(np.float64)
+    n = counts.sum()
+    if n == 0:
+        return 0.0
+    return float(n * math.log2(n) - (counts * np.log2(counts)).sum())
+
+
+def field_specs(dtype):
+    """[(shift, width)] fields of the word for the order-0 reference: sign, exponent,
+    then the mantissa as ONE symbol when it has <= 16 bits (F16: 10, BF16: 7, F8: 3/2),
+    else split into bytes from the least significant end (F32: 8+8+7, F64: 6x8+4)."""
+    bits, e, m = FLOAT_FIELDS[dtype]
+    specs = [(bits - 1, 1), (m, e)]  # sign, exponent
+    if m <= 16:
+        specs.append((0, m))
+        return specs
+    shift = 0
+    while shift < m:
+        w = min(8, m - shift)
+        specs.append((shift, w))
+        shift += w
+    return specs
+
+
+def order0_tensor_bits(buf, dtype, a, b):
+    if b <= a:
+        return 0.0
+    if dtype in FLOAT_FIELDS and (b - a) % ITEMSIZE[dtype] == 0:
+        size = ITEMSIZE[dtype]
+        words = np.frombuffer(buf, dtype=UINT[size], count=(b - a) // size, offset=a)
+        specs = field_specs(dtype)
+        hists = [np.zeros(1 << w, dtype=np.int64) for _, w in specs]
+        for i in range(0, len(words), CHUNK_WORDS):
+            w = words[i:i + CHUNK_WORDS]
+            for (shift, width), hist in zip(specs, hists):
+                f = (w >> np.array(shift, dtype=w.dtype)) & np.array((1 << width) - 1, dtype=w.dtype)
+                hist += np.bincount(f.astype(np.int64) if size == 8 else f, minlength=1 << width)
+        return sum(_entropy_bits(hh) for hh in hists)
+    data = np.frombuffer(buf, dtype=np.uint8, count=b - a, offset=a)
+    hist = np.zeros(256, dtype=np.int64)
+    for i in range(0, len(data), CHUNK_WORDS * 4):
+        hist += np.bincount(data[i:i + CHUNK_WORDS * 4], minlength=256)
+    return _entropy_bits(hist)
+
+
+def order0_file(buf, tensors, header_bytes):
+    covered = header_bytes
+    bits = 0.0
+    for _, dt, a, b in tensors:
+        bits += order0_tensor_bits(buf, dt, a, b)
+        covered += b - a
+    extra = len(buf) - covered  # bytes no tensor covers (should be 0): counted raw
+    return header_bytes + max(extra, 0) + bits / 8.0
+
+
+# ----------------------------------------------------------------- zstd
+def bench_zstd(buf, level):
+    import zstandard
+    c = zstandard.ZstdCompressor(level=level, threads=0, write_content_size=True)
+    t0 = time.perf_counter()
+    comp = c.compress(buf)
+    t1 = time.perf_counter()
+    d = zstandard.ZstdDecompressor()
+    t2 = time.perf_counter()
+    out = d.decompress(comp)
+    t3 = time.perf_counter()
+    if out != buf:
+        raise RuntimeError(f"zstd -{level} round trip mismatch")
+    return {"bytes": len(comp), "c_s": t1 - t0, "d_s": t3 - t2}
+
+
+def bench_xz(buf, preset):
+    import lzma
+    t0 = time.perf_counter()
+    comp = lzma.compress(buf, preset=preset)
+    t1 = time.perf_counter()
+    out = lzma.decompress(comp)
+    t2 = time.perf_counter()
+    if out != buf:
+        raise RuntimeError("xz round trip mismatch")
+    return {"bytes": len(comp), "c_s": t1 - t0, "d_s": t2 - t1}
+
+
+# ----------------------------------------------------------------- ZipNN
+class ZipNNBench:
+    def __init__(self, ints_as="bf16", header="zstd"):
+        import contextlib
+        import io
+        import warnings
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from zipnn import ZipNN  # imports torch: slow, once
+        self.ZipNN = ZipNN
+        self.ints_as = ints_as
+        self.header = header
+        self.cache = {}
+
+    def pair(self, zdt):
+        if zdt not in self.cache:
+            mk = lambda: self.ZipNN(input_format="byte", bytearray_dtype=zdt, threads=1)  # noqa: E731
+            self.cache[zdt] = (mk(), mk())
+        return self.cache[zdt]
+
+    def file(self, buf, tensors, header_bytes):
+        c_s = d_s = 0.0
+        if self.header == "zstd" and header_bytes:
+            import zstandard
+            total = len(zstandard.ZstdCompressor(level=3).compress(bytes(buf[:header_bytes])))
+        else:
+            total = header_bytes
+        raw_bytes = 0
+        fed = 0  # bytes actually compressed by ZipNN (speeds are over these)
+        errors = []
+        covered = header_bytes
+        mv = memoryview(buf)
+        for name, dt, a, b in tensors:
+            n = b - a
+            covered += n
+            zdt = ZIPNN_DTYPE.get(dt)
+            if zdt is None and self.ints_as == "bf16" and n > 0:
+                zdt = "bfloat16"
+            elif zdt is None and self.ints_as == "fp8" and n > 0:
+                zdt = "float8_e4m3fn"
+            if zdt is None or n == 0:
+                total += n
+                raw_bytes += n
+                continue
+            try:
+                comp_obj, dec_obj = self.pair(zdt)
+                src = bytearray(mv[a:b])  # ZipNN reorders its input in place
+                t0 = time.perf_counter()
+                comp = comp_obj.compress(src)
+                t1 = time.perf_counter()
+                comp = bytes(comp)
+                t1b = time.perf_counter()
+                out = dec_obj.decompress(comp)
+                t2 = time.perf_counter()
+                if bytes(out) != mv[a:b]:
+                    raise RuntimeError("round trip mismatch")
+                total += len(comp)
+                fed += n
+                c_s += t1 - t0
+                d_s += t2 - t1b
+            except Exception as e:  # tiny / odd tensors: count raw, report
+                errors.append(f"{name} ({dt}, {n} B): {type(e).__name__}: {e}")
+                total += n
+                raw_bytes += n
+        total += max(len(buf) - covered, 0)
+        return {"bytes": total, "c_s": c_s, "d_s": d_s, "raw_bytes": raw_bytes, "speed_bytes": fed,
+                "errors": errors}
+
+
+# ----------------------------------------------------------------- Brevis
+def sha256_file(p):
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for blk in iter(lambda: f.read(1 << 22), b""):
+            h.update(blk)
+    return h.hexdigest()
+
+
+def all_files(d):
+    out = []
+    for root, _, fs in os.walk(d):
+        for f in fs:
+            out.append(os.path.join(root, f))
+    return sorted(out)
+
+
+def bench_brevis(binary, files, threads, tmp_base, timeout, extra=()):
+    """Compress + decompress one model's files with the brevis-hub CLI; checks SHA-256."""
+    res = {"threads": threads}
+    orig_bytes = sum(os.path.getsize(f) for f in files)
+    tdir = tempfile.mkdtemp(prefix="brevis-bench-", dir=tmp_base)
+    try:
+        cdir, ddir = os.path.join(tdir, "c"), os.path.join(tdir, "d")
+        os.makedirs(cdir)
+        os.makedirs(ddir)
+        cmd = [binary, "compress", "-T", str(threads), "-f", "-o", cdir] + list(extra) + files
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+        res["c_s"] = time.perf_counter() - t0
+        if p.returncode != 0:
+            raise RuntimeError(f"compress exit {p.returncode}: {p.stderr.decode(errors='replace').strip()[-800:]}")
+        outs = all_files(cdir)
+        if not outs:
+            raise RuntimeError("compress wrote no files")
+        res["bytes"] = sum(os.path.getsize(f) for f in outs)
+        archives = [f for f in outs if f.endswith(".brv")] or outs
+        cmd = [binary, "decompress", "-T", str(threads), "-f", "-o", ddir] + archives
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+        res["d_s"] = time.perf_counter() - t0
+        if p.returncode != 0:
+            raise RuntimeError(f"decompress exit {p.returncode}: {p.stderr.decode(errors='replace').strip()[-800:]}")
+        decoded = {os.path.basename(f): f for f in all_files(ddir)}
+        bad = []
+        for f in files:
+            d = decoded.get(os.path.basename(f))
+            if d is None:
+                bad.append(f"{os.path.basename(f)}: not decoded")
+            elif os.path.getsize(d) != os.path.getsize(f) or sha256_file(d) != sha256_file(f):
+                bad.append(f"{os.path.basename(f)}: SHA-256 differs")
+        res["verified"] = not bad
+        if bad:
+            res["mismatch"] = bad
+        res["orig_bytes"] = orig_bytes
+        return res
+    finally:
+        shutil.rmtree(tdir, ignore_errors=True)
+
+
+# ----------------------------------------------------------------- driver
+def find_models(args):
+    models = []
+    if args.paths:
+        for p in args.paths:
+            p = os.path.abspath(p)
+            if os.path.isdir(p):
+                fs = sorted(f for f in all_files(p) if f.endswith(".safetensors"))
+                models.append((os.path.basename(p.rstrip("/")), fs))
+            elif os.path.isfile(p):
+                models.append((os.path.basename(p), [p]))
+            else:
+                log(f"[bench] {p}: no such file or folder, skipped")
+    else:
+        root = args.models_dir
+        if not os.path.isdir(root):
+            sys.exit(f"no models folder {root}: run scripts/fetch-models.sh or pass paths")
+        for d in sorted(os.listdir(root)):
+            full = os.path.join(root, d)
+            if os.path.isdir(full) and not d.endswith(".tmp"):
+                fs = sorted(f for f in all_files(full) if f.endswith(".safetensors"))
+                if fs:
+                    models.append((d, fs))
+    if args.models:
+        pats = [s.strip() for s in args.models.split(",") if s.strip()]
+        models = [m for m in models if any(m[0] == p or fnmatch.fnmatch(m[0], p) for p in pats)]
+    return models
+
+
+def add(acc, key, r, orig):
+    a = acc.setdefault(key, {"bytes": 0, "orig": 0, "speed_bytes": 0, "c_s": 0.0, "d_s": 0.0, "files": 0})
+    a["bytes"] += r["bytes"]
+    a["orig"] += orig
+    a["speed_bytes"] += r.get("speed_bytes", orig)
+    a["c_s"] += r.get("c_s", 0.0)
+    a["d_s"] += r.get("d_s", 0.0)
+    a["files"] += 1
+
+
+def run_model(name, files, args, zipnn, brevis_bin):
+    log(f"[bench] {name}: {len(files)} file(s)")
+    m = {"model": name, "files": [], "orig_bytes": 0, "methods": {}, "errors": []}
+    acc = {}
+    for path in files:
+        fr = {"file": os.path.relpath(path), "errors": []}
+        try:
+            with open(path, "rb") as f:
+                buf = f.read()
+        except Exception as e:
+            m["errors"].append(f"{path}: read: {e}")
+            continue
+        size = len(buf)
+        fr["bytes"] = size
+        m["orig_bytes"] += size
+        try:
+            header_bytes, tensors = parse_safetensors(buf)
+            fr["tensors"] = len(tensors)
+        except Exception as e:
+            # not parseable: order-0 = all bytes as one stream, ZipNN = raw
+            fr["errors"].append(f"parse: {e}")
+            header_bytes, tensors = 0, [("<whole file>", "U8", 0, size)]
+        jobs = [("order0", lambda: {"bytes": order0_file(buf, tensors, header_bytes)})]
+        jobs.append(("zstd-3", lambda: bench_zstd(buf, 3)))
+        if not args.no_zstd19:
+            jobs.append(("zstd-19", lambda: bench_zstd(buf, 19)))
+        if args.xz:
+            jobs.append(("xz-6", lambda: bench_xz(buf, 6)))
+        if zipnn is not None:
+            jobs.append(("zipnn", lambda: zipnn.file(buf, tensors, header_bytes)))
+        for key, fn in jobs:
+            try:
+                r = fn()
+                fr[key] = r
+                add(acc, key, r, size)
+                if key == "zipnn" and r["errors"]:
+                    fr["errors"].extend(f"zipnn raw fallback: {e}" for e in r["errors"])
+            except Exception as e:
+                fr["errors"].append(f"{key}: {type(e).__name__}: {e}")
+                if args.verbose:
+                    traceback.print_exc()
+        for e in fr["errors"]:
+            log(f"[bench]   {os.path.basename(path)}: {e}")
+        m["files"].append(fr)
+        del buf
+    if brevis_bin:
+        for t in args.brevis_threads:
+            key = f"brevis-T{t}"
+            try:
+                r = bench_brevis(brevis_bin, files, t, args.tmp, args.brevis_timeout, args.brevis_compress_args)
+                if not r.get("verified"):
+                    m["errors"].append(f"{key}: DECODED BYTES DIFFER: {r.get('mismatch')}")
+                acc[key] = {"bytes": r["bytes"], "orig": r["orig_bytes"], "c_s": r["c_s"], "d_s": r["d_s"],
+                            "files": len(files), "verified": r["verified"]}
+            except Exception as e:
+                m["errors"].append(f"{key}: {type(e).__name__}: {e}")
+                log(f"[bench]   {key}: {type(e).__name__}: {e}")
+    for k, a in acc.items():
+        a["ratio"] = a["bytes"] / a["orig"] if a["orig"] else None
+        a["partial"] = a["orig"] != m["orig_bytes"]
+        sb = a.get("speed_bytes", a["orig"])
+        a["c_MBps"] = sb / a["c_s"] / 1e6 if a.get("c_s") else None
+        a["d_MBps"] = sb / a["d_s"] / 1e6 if a.get("d_s") else None
+    m["methods"] = acc
+    return m
+
+
+def cell_ratio(m, key):
+    a = m["methods"].get(key)
+    if not a or a.get("ratio") is None:
+        return "n/a"
+    s = f"{a['ratio']:.4f}"
+    if a.get("partial"):
+        s += "*"
+    if a.get("verified") is False:
+        s += " (MISMATCH)"
+    return s
+
+
+def cell_speed(m, key, which):
+    a = m["methods"].get(key)
+    if not a or not a.get(which):
+        return "n/a"
+    v = a[which]
+    return f"{v:.0f}" if v >= 10 else f"{v:.1f}"
+
+
+def totals(results):
+    t = {"model": "**total**", "orig_bytes": sum(m["orig_bytes"] for m in results), "methods": {}, "files": []}
+    for m in results:
+        for k, a in m["methods"].items():
+            b = t["methods"].setdefault(k, {"bytes": 0, "orig": 0, "speed_bytes": 0, "c_s": 0.0, "d_s": 0.0,
+                                            "partial": False})
+            b["bytes"] += a["bytes"]
+            b["orig"] += a["orig"]
+            b["speed_bytes"] += a.get("speed_bytes", a["orig"])
+            b["c_s"] += a.get("c_s", 0.0)
+            b["d_s"] += a.get("d_s", 0.0)
+            b["partial"] = b["partial"] or a.get("partial", False)
+            if a.get("verified") is False:
+                b["verified"] = False
+    for k, b in t["methods"].items():
+        b["partial"] = b["partial"] or b["orig"] != t["orig_bytes"]
+        b["ratio"] = b["bytes"] / b["orig"] if b["orig"] else None
+        b["c_MBps"] = b["speed_bytes"] / b["c_s"] / 1e6 if b["c_s"] else None
+        b["d_MBps"] = b["speed_bytes"] / b["d_s"] / 1e6 if b["d_s"] else None
+    return t
+
+
+def tables(results, args):
+    rows = results + ([totals(results)] if len(results) > 1 else [])
+    ratio_cols = [("order-0 ref", "order0"), ("zstd -3", "zstd-3")]
+    if not args.no_zstd19:
+        ratio_cols.append(("zstd -19", "zstd-19"))
+    if args.xz:
+        ratio_cols.append(("xz -6", "xz-6"))
+    ratio_cols += [("ZipNN", "zipnn"), ("Brevis", f"brevis-T{args.brevis_threads[0]}")]
+    L = ["| model | files | MB | " + " | ".join(c for c, _ in ratio_cols) + " |",
+         "|---|---:|---:|" + "---:|" * len(ratio_cols)]
+    for m in rows:
+        nf = len(m["files"]) if m["files"] else sum(len(x["files"]) for x in results)
+        L.append(f"| {m['model']} | {nf} | {m['orig_bytes'] / 1e6:.1f} | "
+                 + " | ".join(cell_ratio(m, k) for _, k in ratio_cols) + " |")
+    L.append("")
+    L.append("Ratio = compressed / original (smaller is better). '*' = computed over only part of the files.")
+    L.append("")
+    sp = [("zstd -3 c", "zstd-3", "c_MBps"), ("zstd -3 d", "zstd-3", "d_MBps"),
+          ("ZipNN c", "zipnn", "c_MBps"), ("ZipNN d", "zipnn", "d_MBps")]
+    for t in args.brevis_threads:
+        sp += [(f"Brevis c T{t}", f"brevis-T{t}", "c_MBps"), (f"Brevis d T{t}", f"brevis-T{t}", "d_MBps")]
+    L.append("| model | " + " | ".join(c for c, _, _ in sp) + " |")
+    L.append("|---|" + "---:|" * len(sp))
+    for m in rows:
+        L.append(f"| {m['model']} | " + " | ".join(cell_speed(m, k, w) for _, k, w in sp) + " |")
+    L.append("")
+    L.append("Speeds in MB/s (10^6 bytes of original data per second, wall clock). zstd and ZipNN: one "
+             "thread, in memory. ZipNN: bytes given to ZipNN / time of its calls (the header and any "
+             "tensor counted raw are excluded from both). Brevis: the whole `brevis-hub` process "
+             "(start-up, file reading and writing included); the SHA-256 check is not timed.")
+    return "\n".join(L)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("paths", nargs="*", help="model folders or files (default: every folder in --models-dir)")
+    ap.add_argument("--models-dir", default=os.path.join(DATA, "models"))
+    ap.add_argument("--models", help="comma-separated model (folder) names or globs to keep")
+    ap.add_argument("--json", metavar="OUT", help="also write all numbers as JSON")
+    ap.add_argument("--no-zstd19", action="store_true", help="skip zstd -19 (slow)")
+    ap.add_argument("--xz", action="store_true", help="also run xz -6 (python lzma; slow)")
+    ap.add_argument("--no-zipnn", action="store_true")
+    ap.add_argument("--zipnn-ints-as", choices=["bf16", "raw", "fp8"], default="bf16",
+                    help="how non-float tensors are given to ZipNN: bf16 (default: ZipNN's default "
+                         "bytearray_dtype), raw (counted uncompressed), fp8 (one byte stream)")
+    ap.add_argument("--zipnn-header", choices=["zstd", "raw"], default="zstd",
+                    help="safetensors header in the ZipNN column: zstd -3 (default) or raw")
+    ap.add_argument("--no-brevis", action="store_true")
+    ap.add_argument("--brevis-bin", default=os.environ.get("BREVIS_BIN") or os.path.join(REPO, "target", "release", "brevis-hub"))
+    ap.add_argument("--brevis-threads", default="1,2", help="thread counts for Brevis (default 1,2)")
+    ap.add_argument("--brevis-timeout", type=float, default=3600)
+    ap.add_argument("--brevis-compress-args", default="",
+                    help="extra arguments for `brevis-hub compress`, e.g. \"--no-verify --budget 8\"")
+    ap.add_argument("--tmp", default=None, help="scratch folder for Brevis archives (default: system temp)")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+    args.brevis_threads = [int(x) for x in args.brevis_threads.split(",") if x.strip()]
+    args.brevis_compress_args = args.brevis_compress_args.split()
+
+    models = find_models(args)
+    if not models:
+        sys.exit("no models selected")
+
+    zipnn = None
+    if not args.no_zipnn:
+        try:
+            zipnn = ZipNNBench(ints_as=None if args.zipnn_ints_as == "raw" else args.zipnn_ints_as,
+                               header=args.zipnn_header)
+            import zipnn as _z
+            from importlib.metadata import version
+            log(f"[bench] zipnn {version('zipnn')} loaded from {os.path.dirname(_z.__file__)}")
+        except Exception as e:
+            log(f"[bench] ZipNN unavailable ({type(e).__name__}: {e}); ZipNN columns skipped. "
+                f"Install: pip install zipnn==0.5.4")
+    try:
+        import zstandard
+        log(f"[bench] zstandard {zstandard.__version__} (libzstd {zstandard.ZSTD_VERSION})")
+    except Exception as e:
+        log(f"[bench] zstandard unavailable ({e}); pip install zstandard")
+
+    brevis_bin = None
+    if not args.no_brevis:
+        if os.path.isfile(args.brevis_bin) and os.access(args.brevis_bin, os.X_OK):
+            brevis_bin = args.brevis_bin
+            log(f"[bench] brevis: {brevis_bin}")
+        else:
+            log(f"[bench] brevis binary not found at {args.brevis_bin} (build with cargo build --release "
+                f"or set BREVIS_BIN); Brevis columns skipped")
+
+    results = []
+    t0 = time.time()
+    for name, files in models:
+        try:
+            results.append(run_model(name, files, args, zipnn, brevis_bin))
+        except Exception as e:  # never let one model kill the run
+            log(f"[bench] {name}: {type(e).__name__}: {e}")
+            traceback.print_exc()
+    out = tables(results, args)
+    print(out)
+    errs = [(m["model"], e) for m in results for e in m["errors"]]
+    if errs:
+        print("\nErrors:")
+        for mname, e in errs:
+            print(f"- {mname}: {e}")
+    log(f"[bench] done in {time.time() - t0:.0f} s")
+    if args.json:
+        meta = {"python": sys.version.split()[0], "numpy": np.__version__, "argv": sys.argv[1:]}
+        try:
+            import zstandard
+            meta["zstandard"] = zstandard.__version__
+            meta["libzstd"] = zstandard.ZSTD_VERSION
+        except Exception:
+            pass
+        try:
+            from importlib.metadata import version
+            meta["zipnn"] = version("zipnn")
+        except Exception:
+            pass
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "models": results, "total": totals(results) if results else None,
+                       "markdown": out}, f, indent=1, default=str)
+        log(f"[bench] wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
