@@ -289,6 +289,11 @@ pub fn encode_with(codec: Codec, words: &[u64], width: u8, sibling: Option<&[u64
     }
 }
 
+/// Estimated bytes of order-0 rANS for words < 256 (entropy + table).
+pub fn estimate_rans0(words: &[u64]) -> f64 {
+    rans::estimate(words, Context::None, 0)
+}
+
 fn raw_bytes(words: &[u64], width: u8) -> Vec<u8> {
     let bpw = bytes_per_word(width);
     let mut out = Vec::with_capacity(words.len() * bpw);

@@ -168,7 +168,7 @@ fn productions(
     let bytes = t.total_words * (t.width as u64 / 8);
     // zstd -19 is slow: for floats it is only tried on small tensors, where
     // long-range repeats (small conv kernels, tied rows) can pay.
-    if top && (!is_float(t.dtype) || bytes <= 1 << 20) {
+    if top && bytes >= 4096 && (!is_float(t.dtype) || bytes <= 1 << 20) {
         v.push(("generic", Shape::Generic));
     }
     if top
@@ -311,6 +311,14 @@ pub fn productions_of(t: &Target<'_>, s: &Shape) -> Vec<(HoleContext, &'static s
     out
 }
 
+/// Whether the generic codec could beat `incumbent` bytes: zstd -3 of the
+/// sample must come within 15% of it before zstd -19 is paid for.
+fn generic_may_win(t: &Target<'_>, incumbent: usize) -> bool {
+    let mut raw = Vec::with_capacity(t.words.len() * t.width as usize / 8);
+    crate::container::words_to_bytes(t.words, t.width, &mut raw);
+    zstd::bulk::compress(&raw, 3).map_or(true, |z| z.len() * 85 < incumbent * 100)
+}
+
 /// Find a program shape for the target: bounded A* over shapes, each
 /// complete one judged by its exact serialized size on the sample.
 pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
@@ -339,6 +347,11 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
             None => {
                 if st.shape == Shape::Lit(None) {
                     // The incumbent already is this program.
+                    judged += 1;
+                    continue;
+                }
+                if st.shape == Shape::Generic && !generic_may_win(t, best.0) {
+                    // Screened out by zstd -3: -19 is rarely 15% smaller.
                     judged += 1;
                     continue;
                 }
