@@ -499,16 +499,36 @@ pub(crate) fn bytes_to_words(bytes: &[u8], width: u8) -> Vec<u64> {
     }
 }
 
-/// A thread pool of `n` threads (0 = all cores).
-pub(crate) fn pool(n: usize) -> rayon::ThreadPool {
-    let mut b = rayon::ThreadPoolBuilder::new();
-    if n > 0 {
-        b = b.num_threads(n);
+/// Where parallel work runs: rayon's global pool (0 threads asked, or as
+/// many as it has), or a pool of exactly the threads asked for.
+pub(crate) enum Workers {
+    Global,
+    Own(rayon::ThreadPool),
+}
+
+impl Workers {
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match self {
+            Workers::Global => f(),
+            Workers::Own(p) => p.install(f),
+        }
     }
-    b.build().unwrap_or_else(|_| {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .build()
-            .expect("one thread")
-    })
+
+    pub fn current_num_threads(&self) -> usize {
+        match self {
+            Workers::Global => rayon::current_num_threads(),
+            Workers::Own(p) => p.current_num_threads(),
+        }
+    }
+}
+
+/// Workers for `n` threads (0 = all cores).
+pub(crate) fn pool(n: usize) -> Workers {
+    if n == 0 || n == rayon::current_num_threads() {
+        return Workers::Global;
+    }
+    match rayon::ThreadPoolBuilder::new().num_threads(n).build() {
+        Ok(p) => Workers::Own(p),
+        Err(_) => Workers::Global,
+    }
 }

@@ -185,7 +185,8 @@ impl<R: ReadAt> Archive<R> {
             .segments
             .get(s)
             .ok_or_else(|| DecodeError::corrupt(format!("no segment {s}")))?;
-        let mut out = Vec::with_capacity(seg.desc.len as usize);
+        // The table's length is untrusted: grow as regions decode.
+        let mut out = Vec::with_capacity((seg.desc.len as usize).min(64 << 20));
         for r in 0..seg.regions.len() {
             out.extend_from_slice(&self.decode_region(s, r, true)?);
         }

@@ -68,6 +68,10 @@ fn exec_into(
             Ok(())
         }
         Node::Repeat { k, child } => {
+            if *k == 0 || child.is_empty() {
+                // The reader rejects these; a hand-built node must not loop.
+                return Err(DecodeError::corrupt("repeat of nothing"));
+            }
             let start = out.len();
             exec_into(child, refs, &[], out)?;
             let unit = out.len() - start;

@@ -168,7 +168,7 @@ fn productions(
     let bytes = t.total_words * (t.width as u64 / 8);
     // zstd -19 is slow: for floats it is only tried on small tensors, where
     // long-range repeats (small conv kernels, tied rows) can pay.
-    if top && bytes >= 4096 && (!is_float(t.dtype) || bytes <= 1 << 20) {
+    if top && bytes >= 4096 && (!is_float(t.dtype) || bytes <= 4 << 20) {
         v.push(("generic", Shape::Generic));
     }
     if top

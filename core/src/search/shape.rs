@@ -269,10 +269,7 @@ fn lit_fixed(codec: Codec, words: &[u64], width: u8, sibs: &[Sibling<'_>]) -> No
     // The frozen codec is the sample's winner; statistics drift between
     // regions, so order-0 rANS and the cheap codecs are priced too.
     let mut best = (codec, entropy::encode_with(codec, words, width, sibling));
-    if max <= 255
-        && codec != Codec::Rans0
-        && entropy::estimate_rans0(words) < best.1.len() as f64
-    {
+    if max <= 255 && codec != Codec::Rans0 && entropy::estimate_rans0(words) < best.1.len() as f64 {
         let p = entropy::encode_with(Codec::Rans0, words, width, None);
         if p.len() < best.1.len() {
             best = (Codec::Rans0, p);
