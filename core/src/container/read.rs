@@ -8,9 +8,9 @@ use sha2::{Digest, Sha256};
 
 use super::{
     ArchiveInfo, DecompressOptions, DecompressReport, PREAMBLE_LEN, Preamble, Segment, SegmentKind,
-    pool, read_table, words_to_bytes, xxh3,
+    pool, read_table, xxh3,
 };
-use crate::dsl::exec::{NoRefs, Resolver, execute};
+use crate::dsl::exec::{NoRefs, Resolver, execute_bytes};
 use crate::dsl::{Node, wire};
 use crate::error::DecodeError;
 
@@ -158,19 +158,16 @@ impl<R: ReadAt> Archive<R> {
     fn decode_region(&self, s: usize, r: usize, allow_refs: bool) -> Result<Vec<u8>, DecodeError> {
         let node = self.program(s, r)?;
         let seg = &self.segments[s];
-        let words = if allow_refs {
-            execute(
-                &node,
-                &SegmentRefs {
-                    archive: self,
-                    current: s,
-                },
-            )?
+        let width = seg.desc.width();
+        let bytes = if allow_refs {
+            let refs = SegmentRefs {
+                archive: self,
+                current: s,
+            };
+            execute_bytes(&node, &refs, width)?
         } else {
-            execute(&node, &NoRefs)?
+            execute_bytes(&node, &NoRefs, width)?
         };
-        let mut bytes = Vec::new();
-        words_to_bytes(&words, seg.desc.width(), &mut bytes);
         if xxh3(&bytes) != seg.regions[r].checksum {
             return Err(DecodeError::Checksum {
                 what: format!("segment {s} ({}) region {r}", seg.desc.name),

@@ -33,6 +33,121 @@ pub fn execute(node: &Node, refs: &dyn Resolver) -> Result<Vec<u64>, DecodeError
     Ok(out)
 }
 
+/// Execute a region program straight to the little-endian bytes of its
+/// words (`width` of 8, 16, 32 or 64). The common shapes (a byte literal, a
+/// `Merge` or `Interleave` of byte-wide leaves) decode their leaves as bytes
+/// and assemble the output directly; anything else goes through [`execute`].
+pub fn execute_bytes(node: &Node, refs: &dyn Resolver, width: u8) -> Result<Vec<u8>, DecodeError> {
+    if let Some(r) = fast_bytes(node, width) {
+        return r;
+    }
+    let words = execute(node, refs)?;
+    let bpw = width as usize / 8;
+    let mut out = Vec::with_capacity(words.len() * bpw);
+    for w in words {
+        out.extend_from_slice(&w.to_le_bytes()[..bpw]);
+    }
+    Ok(out)
+}
+
+/// A leaf of at most 8 bits decoded as bytes, or `None` if not such a leaf.
+fn leaf_bytes(node: &Node, siblings: &[Vec<u8>]) -> Option<Result<Vec<u8>, DecodeError>> {
+    match node {
+        Node::Lit {
+            width,
+            n,
+            codec,
+            payload,
+        } if *width <= 8 => {
+            let sib = match codec {
+                super::Codec::RansCond { sibling } => match siblings.get(*sibling as usize) {
+                    Some(s) => Some(s.as_slice()),
+                    None => return Some(Err(DecodeError::corrupt("missing conditioning sibling"))),
+                },
+                _ => None,
+            };
+            let mut v = Vec::with_capacity(*n as usize);
+            Some(
+                crate::entropy::decode::<u8>(*codec, payload, *width, *n as usize, sib, &mut v)
+                    .map(|_| v),
+            )
+        }
+        Node::Const { width, n, word } if *width <= 8 => Some(Ok(vec![*word as u8; *n as usize])),
+        _ => None,
+    }
+}
+
+fn is_byte_leaf(node: &Node) -> bool {
+    matches!(node, Node::Lit { width, .. } | Node::Const { width, .. } if *width <= 8)
+}
+
+fn fast_bytes(node: &Node, width: u8) -> Option<Result<Vec<u8>, DecodeError>> {
+    match node {
+        Node::Lit { .. } | Node::Const { .. } if width == 8 => leaf_bytes(node, &[]),
+        Node::Merge { split, children }
+            if matches!(width, 16 | 32)
+                && split.width() == width as u32
+                && children.iter().all(is_byte_leaf) =>
+        {
+            Some((|| {
+                let n = node.len() as usize;
+                let mut streams: Vec<Vec<u8>> = Vec::with_capacity(children.len());
+                for c in children {
+                    let s = leaf_bytes(c, &streams).expect("a byte leaf")?;
+                    if s.len() != n {
+                        return Err(DecodeError::corrupt("merge child produced wrong length"));
+                    }
+                    streams.push(s);
+                }
+                let mut acc = vec![0u32; n];
+                let mut shift = split.width();
+                for (s, f) in streams.iter().zip(split.fields()) {
+                    shift -= f as u32;
+                    for (a, &b) in acc.iter_mut().zip(s) {
+                        *a |= (b as u32) << shift;
+                    }
+                }
+                let bpw = width as usize / 8;
+                let mut out = vec![0u8; n * bpw];
+                if bpw == 2 {
+                    for (o, a) in out.chunks_exact_mut(2).zip(&acc) {
+                        o.copy_from_slice(&(*a as u16).to_le_bytes());
+                    }
+                } else {
+                    for (o, a) in out.chunks_exact_mut(4).zip(&acc) {
+                        o.copy_from_slice(&a.to_le_bytes());
+                    }
+                }
+                Ok(out)
+            })())
+        }
+        Node::Interleave { classes, children }
+            if width == 8 && children.iter().all(is_byte_leaf) =>
+        {
+            Some((|| {
+                let streams: Vec<Vec<u8>> = children
+                    .iter()
+                    .map(|c| leaf_bytes(c, &[]).expect("a byte leaf"))
+                    .collect::<Result<_, _>>()?;
+                let n = node.len() as usize;
+                let mut next = vec![0usize; streams.len()];
+                let mut out = Vec::with_capacity(n);
+                for i in 0..n {
+                    let c = classes[i % classes.len()] as usize;
+                    let w = streams
+                        .get(c)
+                        .and_then(|s| s.get(next[c]))
+                        .ok_or_else(|| DecodeError::corrupt("interleave child too short"))?;
+                    out.push(*w);
+                    next[c] += 1;
+                }
+                Ok(out)
+            })())
+        }
+        _ => None,
+    }
+}
+
 fn exec_into(
     node: &Node,
     refs: &dyn Resolver,
@@ -311,6 +426,43 @@ mod tests {
             let children = parts.iter().map(|p| lit(p, w)).collect();
             prop_assert_eq!(run(&Node::Interleave { classes, children }), words);
         }
+    }
+
+    #[test]
+    fn fast_byte_paths_match_the_interpreter() {
+        let words: Vec<u64> = (0..5000u64)
+            .map(|i| (i * 2654435761) & 0xFFFF_FFFF)
+            .collect();
+        for (w, split) in [
+            (16u8, Split::Float(Dtype::BF16)),
+            (16, Split::BytePlanes(16)),
+            (32, Split::Fields(vec![1, 8, 7, 8, 8])),
+        ] {
+            let m = mask(w);
+            let ws: Vec<u64> = words.iter().map(|x| x & m).collect();
+            let parts = split.split(&ws);
+            let children = parts
+                .iter()
+                .zip(split.fields())
+                .map(|(p, f)| lit(p, f))
+                .collect();
+            let node = Node::Merge { split, children };
+            let fast = execute_bytes(&node, &NoRefs, w).unwrap();
+            let mut slow = Vec::new();
+            for x in execute(&node, &NoRefs).unwrap() {
+                slow.extend_from_slice(&x.to_le_bytes()[..w as usize / 8]);
+            }
+            assert_eq!(fast, slow);
+        }
+        let bytes: Vec<u64> = (0..3400u64).map(|i| (i * 7) % 251).collect();
+        let classes = vec![0u8, 1, 2, 2, 2, 2];
+        let parts = super::super::deal(&bytes, &classes, 3);
+        let node = Node::Interleave {
+            classes,
+            children: parts.iter().map(|p| lit(p, 8)).collect(),
+        };
+        let fast = execute_bytes(&node, &NoRefs, 8).unwrap();
+        assert_eq!(fast, bytes.iter().map(|&b| b as u8).collect::<Vec<_>>());
     }
 
     #[test]

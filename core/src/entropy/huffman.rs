@@ -2,7 +2,7 @@
 //! [`MAX_LEN`], LSB-first bit order, one-lookup table decoding.
 
 use super::table::{read_symbol_set, write_symbol_set};
-use super::{ByteReader, put_varint};
+use super::{ByteReader, Word, put_varint};
 use crate::error::DecodeError;
 
 const MAX_LEN: u32 = 12;
@@ -117,7 +117,11 @@ pub(crate) fn encode(syms: &[u64]) -> Vec<u8> {
 }
 
 /// Decode exactly `n` symbols.
-pub(crate) fn decode(payload: &[u8], n: usize, out: &mut Vec<u64>) -> Result<(), DecodeError> {
+pub(crate) fn decode<W: Word>(
+    payload: &[u8],
+    n: usize,
+    out: &mut Vec<W>,
+) -> Result<(), DecodeError> {
     let mut r = ByteReader::new(payload);
     let np = r.varint()? as usize;
     if np == 0 {
@@ -184,7 +188,7 @@ pub(crate) fn decode(payload: &[u8], n: usize, out: &mut Vec<u64>) -> Result<(),
         if l == 0 {
             return Err(DecodeError::corrupt("huffman: invalid code"));
         }
-        out.push((e & 0xFF) as u64);
+        out.push(W::from_u64((e & 0xFF) as u64));
         acc >>= l;
         nacc -= l;
         consumed += l as u64;

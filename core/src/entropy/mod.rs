@@ -323,29 +323,58 @@ fn bitpack(words: &[u64], k: u32) -> Vec<u8> {
     out
 }
 
+/// A word type the decoders can write: `u64` for any width, `u8` for
+/// widths up to 8 (the fast path: no widening, 8x less memory traffic).
+pub trait Word: Copy + Default + Send + Sync + 'static {
+    /// Narrow (the caller guarantees the value fits).
+    fn from_u64(v: u64) -> Self;
+    /// Widen.
+    fn to_u64(self) -> u64;
+}
+
+impl Word for u8 {
+    #[inline(always)]
+    fn from_u64(v: u64) -> Self {
+        v as u8
+    }
+    #[inline(always)]
+    fn to_u64(self) -> u64 {
+        self as u64
+    }
+}
+
+impl Word for u64 {
+    #[inline(always)]
+    fn from_u64(v: u64) -> Self {
+        v
+    }
+    #[inline(always)]
+    fn to_u64(self) -> u64 {
+        self
+    }
+}
+
 /// Decode `n` words of `width` bits written with `codec`, appending to `out`.
-/// `sibling` is the conditioning stream for [`Codec::RansCond`].
-pub fn decode(
+/// `sibling` is the conditioning stream for [`Codec::RansCond`]. With
+/// `W = u8`, `width` must be at most 8.
+pub fn decode<W: Word>(
     codec: Codec,
     payload: &[u8],
     width: u8,
     n: usize,
-    sibling: Option<&[u64]>,
-    out: &mut Vec<u64>,
+    sibling: Option<&[W]>,
+    out: &mut Vec<W>,
 ) -> Result<(), DecodeError> {
+    debug_assert!(std::mem::size_of::<W>() == 8 || width <= 8);
     let start = out.len();
+    let mut symbols = false;
     match codec {
         Codec::Raw => {
             let bpw = bytes_per_word(width);
             if payload.len() != n * bpw {
                 return Err(DecodeError::corrupt("raw literal: wrong length"));
             }
-            out.reserve(n);
-            for c in payload.chunks_exact(bpw) {
-                let mut b = [0u8; 8];
-                b[..bpw].copy_from_slice(c);
-                out.push(u64::from_le_bytes(b));
-            }
+            push_le_words(payload, bpw, out);
         }
         Codec::BitPack => {
             let k = *payload
@@ -369,18 +398,28 @@ pub fn decode(
                     pos += 1;
                     nacc += 8;
                 }
-                out.push((acc & mask) as u64);
+                out.push(W::from_u64((acc & mask) as u64));
                 acc >>= k;
                 nacc -= k;
             }
         }
-        Codec::Huffman => huffman::decode(payload, n, out)?,
-        Codec::Rans0 => rans::decode(payload, n, false, None, out)?,
-        Codec::Rans1 => rans::decode(payload, n, true, None, out)?,
+        Codec::Huffman => {
+            huffman::decode(payload, n, out)?;
+            symbols = true;
+        }
+        Codec::Rans0 => {
+            rans::decode(payload, n, false, None, out)?;
+            symbols = true;
+        }
+        Codec::Rans1 => {
+            rans::decode(payload, n, true, None, out)?;
+            symbols = true;
+        }
         Codec::RansCond { .. } => {
             let s =
                 sibling.ok_or_else(|| DecodeError::corrupt("conditional coder without sibling"))?;
-            rans::decode(payload, n, false, Some(s), out)?
+            rans::decode(payload, n, false, Some(s), out)?;
+            symbols = true;
         }
         Codec::Zstd => {
             let bpw = bytes_per_word(width);
@@ -390,22 +429,36 @@ pub fn decode(
             if raw.len() != want {
                 return Err(DecodeError::corrupt("zstd literal: wrong length"));
             }
-            out.reserve(n);
-            for c in raw.chunks_exact(bpw) {
-                let mut b = [0u8; 8];
-                b[..bpw].copy_from_slice(c);
-                out.push(u64::from_le_bytes(b));
-            }
+            push_le_words(&raw, bpw, out);
         }
     }
-    // Words must fit the width.
-    if width < 64 {
+    // Words must fit the width (symbols are < 256 by construction; whole
+    // bytes fit a width that is a multiple of 8).
+    let needs_check = if symbols {
+        width < 8
+    } else {
+        width < 64 && width % 8 != 0
+    };
+    if needs_check {
         let lim = 1u64 << width;
-        if out[start..].iter().any(|&w| w >= lim) {
+        if out[start..].iter().any(|&w| w.to_u64() >= lim) {
             return Err(DecodeError::corrupt("literal word wider than its type"));
         }
     }
     Ok(())
+}
+
+fn push_le_words<W: Word>(bytes: &[u8], bpw: usize, out: &mut Vec<W>) {
+    out.reserve(bytes.len() / bpw.max(1));
+    if bpw == 1 {
+        out.extend(bytes.iter().map(|&b| W::from_u64(b as u64)));
+    } else {
+        for c in bytes.chunks_exact(bpw) {
+            let mut b = [0u8; 8];
+            b[..bpw].copy_from_slice(c);
+            out.push(W::from_u64(u64::from_le_bytes(b)));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -446,7 +499,7 @@ mod tests {
             let sib = skewed(n as u64 + 99, n, 16);
             for c in all_codecs() {
                 let p = encode_with(c, &words, 8, Some(&sib));
-                let mut out = Vec::new();
+                let mut out: Vec<u64> = Vec::new();
                 decode(c, &p, 8, n, Some(&sib), &mut out)
                     .unwrap_or_else(|e| panic!("{c:?} n={n}: {e}"));
                 assert_eq!(out, words, "{c:?} n={n}");
@@ -455,11 +508,30 @@ mod tests {
     }
 
     #[test]
+    fn byte_output_matches_word_output() {
+        let words = skewed(9, 10_000, 200);
+        let sib = skewed(10, 10_000, 16);
+        let sib8: Vec<u8> = sib.iter().map(|&x| x as u8).collect();
+        for c in all_codecs() {
+            let p = encode_with(c, &words, 8, Some(&sib));
+            let mut wide: Vec<u64> = Vec::new();
+            decode(c, &p, 8, words.len(), Some(&sib), &mut wide).unwrap();
+            let mut narrow: Vec<u8> = Vec::new();
+            decode(c, &p, 8, words.len(), Some(&sib8), &mut narrow).unwrap();
+            assert_eq!(
+                narrow.iter().map(|&b| b as u64).collect::<Vec<_>>(),
+                wide,
+                "{c:?}"
+            );
+        }
+    }
+
+    #[test]
     fn best_is_smaller_than_raw_on_skewed_data() {
         let words = skewed(3, 100_000, 40);
         let (c, p) = encode_best(&words, 8, &[], &LitOptions::default());
         assert!(p.len() < 100_000 * 6 / 8, "{c:?} {}", p.len());
-        let mut out = Vec::new();
+        let mut out: Vec<u64> = Vec::new();
         decode(c, &p, 8, words.len(), None, &mut out).unwrap();
         assert_eq!(out, words);
     }
@@ -476,7 +548,7 @@ mod tests {
         }
         let (c, p) = encode_best(&words, 8, &[], &LitOptions::default());
         assert_eq!(c, Codec::Rans1);
-        let mut out = Vec::new();
+        let mut out: Vec<u64> = Vec::new();
         decode(c, &p, 8, words.len(), None, &mut out).unwrap();
         assert_eq!(out, words);
     }
@@ -487,13 +559,13 @@ mod tests {
         for c in all_codecs() {
             let p = encode_with(c, &words, 8, Some(&words));
             for cut in 0..p.len().min(64) {
-                let mut out = Vec::new();
+                let mut out: Vec<u64> = Vec::new();
                 let _ = decode(c, &p[..cut], 8, words.len(), Some(&words), &mut out);
             }
             for i in 0..p.len().min(200) {
                 let mut q = p.clone();
                 q[i] ^= 0x5A;
-                let mut out = Vec::new();
+                let mut out: Vec<u64> = Vec::new();
                 let _ = decode(c, &q, 8, words.len(), Some(&words), &mut out);
             }
         }
@@ -506,7 +578,7 @@ mod tests {
             let mask = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
             let words: Vec<u64> = skewed(seed, n, u64::MAX).into_iter().map(|w| w.wrapping_mul(seed | 1) & mask).collect();
             let (c, p) = encode_best(&words, width, &[], &LitOptions { zstd_level: Some(1), context: true });
-            let mut out = Vec::new();
+            let mut out: Vec<u64> = Vec::new();
             decode(c, &p, width, n, None, &mut out).unwrap();
             prop_assert_eq!(out, words);
         }

@@ -10,7 +10,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::table::{FreqTable, PROB_BITS, PROB_SCALE};
-use super::{ByteReader, put_varint};
+use super::{ByteReader, Word, put_varint};
 use crate::error::DecodeError;
 
 const RANS_L: u32 = 1 << 23;
@@ -207,12 +207,12 @@ pub(crate) fn encode(syms: &[u64], ctx: Context<'_>, min_ctx_count: usize) -> Ve
 }
 
 /// Decode `n_expected` symbols. `sibling` must be given for the conditional model.
-pub(crate) fn decode(
+pub(crate) fn decode<W: Word>(
     payload: &[u8],
     n_expected: usize,
     previous: bool,
-    sibling: Option<&[u64]>,
-    out: &mut Vec<u64>,
+    sibling: Option<&[W]>,
+    out: &mut Vec<W>,
 ) -> Result<(), DecodeError> {
     let mut r = ByteReader::new(payload);
     let n = r.varint()? as usize;
@@ -286,7 +286,7 @@ pub(crate) fn decode(
                 $st = ($st << 8) | byte as u32;
                 pos += 1;
             }
-            (e & 0xFF) as u64
+            W::from_u64((e & 0xFF) as u64)
         }};
     }
     let [mut x0, mut x1, mut x2, mut x3] = x;
@@ -309,7 +309,7 @@ pub(crate) fn decode(
             out.push(sym);
         }
     } else if let Some(sib) = sibling {
-        let tbl = |i: usize| &packed[model.map[(sib[i] as usize).min(255)] as usize][..];
+        let tbl = |i: usize| &packed[model.map[(sib[i].to_u64() as usize).min(255)] as usize][..];
         for q in 0..quads {
             let i = q * LANES;
             let a = step!(tbl(i), x0);
@@ -326,8 +326,8 @@ pub(crate) fn decode(
             out.push(sym);
         }
     } else {
-        let tbl = |c: u64| &packed[model.map[c as usize] as usize][..];
-        let mut prev = 0u64;
+        let tbl = |c: W| &packed[model.map[c.to_u64() as usize & 0xFF] as usize][..];
+        let mut prev = W::default();
         for _ in 0..quads {
             let a = step!(tbl(prev), x0);
             let b = step!(tbl(a), x1);
