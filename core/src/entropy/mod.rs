@@ -437,7 +437,7 @@ pub fn decode<W: Word>(
     let needs_check = if symbols {
         width < 8
     } else {
-        width < 64 && width % 8 != 0
+        width < 64 && !width.is_multiple_of(8)
     };
     if needs_check {
         let lim = 1u64 << width;
