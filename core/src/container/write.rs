@@ -13,7 +13,7 @@ use super::{
     CompressOptions, CompressReport, PREAMBLE_LEN, Preamble, Region, Segment, bytes_to_words, pool,
     write_table, xxh3,
 };
-use crate::dsl::exec::{NoRefs, execute};
+use crate::dsl::exec::{NoRefs, execute_bytes};
 use crate::dsl::{Node, wire};
 use crate::error::EncodeError;
 use crate::search::{self, Instantiate, Prior, Shape, Target};
@@ -265,7 +265,7 @@ pub(crate) fn compress_source<W: Write + Seek>(
 fn code_region(shape: &Shape, bytes: &[u8], width: u8, cfg: &Instantiate) -> Node {
     let words = bytes_to_words(bytes, width);
     let node = search::instantiate(shape, &words, width, cfg);
-    if execute(&node, &NoRefs).ok().as_deref() == Some(&words[..]) {
+    if execute_bytes(&node, &NoRefs, width).ok().as_deref() == Some(bytes) {
         node
     } else {
         search::instantiate(&Shape::Lit(None), &words, width, cfg)
