@@ -321,6 +321,8 @@ pub fn compress(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
             "input": src, "output": dst, "original_bytes": r.original_len,
             "archive_bytes": r.archive_len, "ratio": ratio(r.archive_len, r.original_len),
             "sha256": hex::encode(r.sha256), "seconds": secs, "verified": !a.no_verify,
+            "searched_tensors": r.searched_tensors, "candidates_judged": r.judged,
+            "search_seconds": r.search_seconds,
         }));
     }
     if a.json {

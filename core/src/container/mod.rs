@@ -152,6 +152,12 @@ pub struct CompressReport {
     pub archive_len: u64,
     /// SHA-256 of the original file.
     pub sha256: [u8; 32],
+    /// Tensors whose program was searched for.
+    pub searched_tensors: u64,
+    /// Complete candidate programs judged by exact size, over all tensors.
+    pub judged: u64,
+    /// Wall time of the search phase.
+    pub search_seconds: f64,
 }
 
 /// What decompressing one archive produced.

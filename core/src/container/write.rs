@@ -146,7 +146,8 @@ pub(crate) fn compress_source<W: Write + Seek>(
         }
         plans.push(None);
     }
-    let searched: Vec<Result<Option<Shape>, EncodeError>> = pool.install(|| {
+    let search_start = std::time::Instant::now();
+    let searched: Vec<Result<Option<(Shape, u32)>, EncodeError>> = pool.install(|| {
         descs
             .par_iter()
             .zip(&plans)
@@ -155,7 +156,7 @@ pub(crate) fn compress_source<W: Write + Seek>(
                     return Ok(None);
                 }
                 if d.kind == SegmentKind::Bytes {
-                    return Ok(Some(Shape::Generic));
+                    return Ok(Some((Shape::Generic, 0)));
                 }
                 let words = read_sample(src, d).map_err(|e| io(&label, e))?;
                 let t = Target {
@@ -167,15 +168,21 @@ pub(crate) fn compress_source<W: Write + Seek>(
                     total_words: d.len / d.dtype.word_bytes() as u64,
                     row: search::row_words(&d.shape),
                 };
-                Ok(Some(search::synthesize(&t, &prior, opts.budget).shape))
+                let syn = search::synthesize(&t, &prior, opts.budget);
+                Ok(Some((syn.shape, syn.judged)))
             })
             .collect()
     });
+    let mut judged = 0u64;
+    let mut searched_tensors = 0u64;
     for (p, s) in plans.iter_mut().zip(searched) {
-        if let Some(shape) = s? {
+        if let Some((shape, j)) = s? {
+            judged += j as u64;
+            searched_tensors += (j > 0) as u64;
             *p = Some(Plan::Shape(shape));
         }
     }
+    let search_seconds = search_start.elapsed().as_secs_f64();
 
     // Pass 2: regions in parallel batches, written in order.
     out.write_all(&[0u8; PREAMBLE_LEN as usize])
@@ -257,6 +264,9 @@ pub(crate) fn compress_source<W: Write + Seek>(
         original_len: len,
         archive_len: body_pos + table.len() as u64,
         sha256,
+        searched_tensors,
+        judged,
+        search_seconds,
     })
 }
 
