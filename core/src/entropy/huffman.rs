@@ -75,6 +75,23 @@ fn canonical_codes(lens: &[u8; 256]) -> [u32; 256] {
     codes
 }
 
+/// Exact size of [`encode`]'s output for a stream with these counts,
+/// computed from the code lengths without encoding.
+pub(crate) fn exact_size(counts: &[u32; 256]) -> usize {
+    let lens = code_lengths(counts);
+    let np = lens.iter().filter(|&&l| l > 0).count();
+    if np == 0 {
+        return 1;
+    }
+    let bits: u64 = (0..256).map(|s| counts[s] as u64 * lens[s] as u64).sum();
+    let data = bits.div_ceil(8);
+    super::varint_len(np as u64)
+        + if np <= 32 { np } else { 32 }
+        + np.div_ceil(2)
+        + super::varint_len(data)
+        + data as usize
+}
+
 /// Encode symbols (each < 256).
 pub(crate) fn encode(syms: &[u64]) -> Vec<u8> {
     let mut counts = [0u32; 256];

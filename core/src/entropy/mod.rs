@@ -225,13 +225,25 @@ pub fn encode_best(
         }
     };
     if max < 256 && n >= 16 {
-        consider(Codec::Huffman, huffman::encode(words), &mut best);
-        consider(
-            Codec::Rans0,
-            rans::encode(words, Context::None, 0),
-            &mut best,
-        );
-        if opts.context && n >= 2048 {
+        // Huffman's size is exact from its code lengths; rANS is encoded
+        // only when its estimate is competitive. Only winners are encoded.
+        let mut counts = [0u32; 256];
+        for &w in words {
+            counts[w as usize] += 1;
+        }
+        let huff = huffman::exact_size(&counts);
+        if huff < best.1 {
+            best = (Codec::Huffman, huff, None);
+        }
+        if rans::estimate(words, Context::None, 0) < best.1 as f64 * 1.02 {
+            consider(
+                Codec::Rans0,
+                rans::encode(words, Context::None, 0),
+                &mut best,
+            );
+        }
+        // Context coders need many words to pay for their tables.
+        if opts.context && n >= 8192 {
             let min_ctx = (n / 512).max(512);
             let est0 = best.1 as f64;
             if rans::estimate(words, Context::Previous, min_ctx) < est0 * 0.995 {
@@ -267,6 +279,7 @@ pub fn encode_best(
     let (codec, _, payload) = best;
     let payload = payload.unwrap_or_else(|| match codec {
         Codec::BitPack => bitpack(words, k),
+        Codec::Huffman => huffman::encode(words),
         _ => raw_bytes(words, width),
     });
     (codec, payload)
@@ -523,6 +536,23 @@ mod tests {
                 wide,
                 "{c:?}"
             );
+        }
+    }
+
+    #[test]
+    fn huffman_exact_size_is_exact() {
+        for (seed, n, a) in [
+            (1u64, 100usize, 3u64),
+            (2, 5000, 200),
+            (3, 70_000, 40),
+            (4, 17, 256),
+        ] {
+            let words = skewed(seed, n, a);
+            let mut counts = [0u32; 256];
+            for &w in &words {
+                counts[w as usize] += 1;
+            }
+            assert_eq!(huffman::exact_size(&counts), huffman::encode(&words).len());
         }
     }
 

@@ -370,6 +370,9 @@ pub(crate) fn estimate(syms: &[u64], ctx: Context<'_>, min_ctx_count: usize) -> 
     let mut bits = 0.0;
     let mut table_bytes = 0.0;
     for c in 0..nctx {
+        if totals[c] == 0 {
+            continue;
+        }
         if nctx > 1 && totals[c] >= min_ctx_count.max(1) {
             bits += super::entropy_bits(&counts[c]);
             table_bytes += 1.0 + super::table::estimate_table_bytes(&counts[c]);
