@@ -458,6 +458,7 @@ pub fn inspect(a: InspectArgs, _ui: &Ui) -> Result<Outcome> {
     let info = ar.info();
     let mut rows = Vec::new();
     // Summary by program shape and by production.
+    let tensors = ar.tensors().unwrap_or_default();
     let mut by_program: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
     let mut by_production: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
     for (i, s) in ar.segments().iter().enumerate() {
@@ -479,6 +480,29 @@ pub fn inspect(a: InspectArgs, _ui: &Ui) -> Result<Outcome> {
         e.0 += 1;
         e.1 += s.desc.len;
         e.2 += enc;
+        let (s0, s1) = (s.desc.offset, s.desc.offset + s.desc.len);
+        let members: Vec<_> = tensors
+            .iter()
+            .filter(|t| t.len > 0 && t.offset >= s0 && t.offset + t.len <= s1)
+            .collect();
+        if s.desc.kind == SegmentKind::Tensor && members.len() > 1 {
+            // Small tensors coded together: one row each, sharing the
+            // group's program; bytes after are the group's, pro rata.
+            for t in members {
+                rows.push(json!({
+                    "name": t.name,
+                    "kind": "tensor",
+                    "dtype": t.dtype.name(),
+                    "shape": t.shape,
+                    "program": program,
+                    "group": s.desc.name,
+                    "regions": s.regions.len(),
+                    "bytes_before": t.len,
+                    "bytes_after": (enc as f64 * t.len as f64 / s.desc.len as f64).round() as u64,
+                }));
+            }
+            continue;
+        }
         rows.push(json!({
             "name": s.desc.name,
             "kind": if s.desc.kind == SegmentKind::Tensor { "tensor" } else { "bytes" },

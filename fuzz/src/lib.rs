@@ -229,7 +229,12 @@ pub fn sample_safetensors() -> Vec<u8> {
 /// Options the sample archive is compressed with: one thread, regions of
 /// 1024 words (so the large tensors have two regions).
 pub fn sample_options() -> CompressOptions {
-    CompressOptions::default().threads(1).region_words(1024)
+    // The sample exists to exercise the tensor path (regions, references),
+    // so the whole-file alternative is off.
+    CompressOptions::default()
+        .threads(1)
+        .region_words(1024)
+        .whole_file(false)
 }
 
 /// `(original, archive)` of the sample, compressed once.

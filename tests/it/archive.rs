@@ -241,15 +241,21 @@ fn one_tensor_decodes_alone() {
     let (_, archive) = harness::sample_archive();
     let a = Archive::new(&archive[..]).unwrap();
     for t in harness::sample_tensors() {
-        match a.find(&t.name) {
-            Some(i) => assert!(
+        if let Some(i) = a.find(&t.name) {
+            assert!(
                 a.decode_segment(i).unwrap() == t.data,
                 "tensor {} decoded alone differs",
                 t.name
-            ),
-            None => assert!(t.data.is_empty(), "tensor {} not found", t.name),
+            );
         }
+        // By name, whether it has a segment of its own or shares a group.
+        let bytes = a
+            .tensor(&t.name)
+            .unwrap()
+            .unwrap_or_else(|| panic!("tensor {} is not listed", t.name));
+        assert!(bytes == t.data, "tensor {} decoded alone differs", t.name);
     }
+    assert!(a.tensor("no.such.tensor").unwrap().is_none());
     assert!(
         a.find("__header__").is_none(),
         "find() returned a bytes segment"
@@ -312,6 +318,11 @@ fn forge_archive(original: &[u8], program: &[u8]) -> Vec<u8> {
     varint(&mut table, 1); // regions
     varint(&mut table, program.len() as u64);
     table.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(original).to_le_bytes());
+    // Stored raw: encoding 0, then the raw length.
+    let mut stored = vec![0u8];
+    varint(&mut stored, table.len() as u64);
+    stored.extend_from_slice(&table);
+    let table = stored;
     let table_offset = brevis_core::container::PREAMBLE_LEN + program.len() as u64;
     let mut a = brevis_core::container::MAGIC.to_vec();
     a.extend_from_slice(&brevis_core::FORMAT_VERSION.to_le_bytes());

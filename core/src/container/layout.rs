@@ -61,6 +61,64 @@ pub fn safetensors_segments(
     prefix: &[u8],
     file_len: u64,
 ) -> Result<Option<Vec<SegmentDesc>>, String> {
+    let Some((data_start, tensors)) = parse_header(prefix, file_len)? else {
+        return Ok(None);
+    };
+    let data_len = file_len - data_start;
+    let mut segs = vec![SegmentDesc::bytes("__header__", 0, data_start)];
+    let mut pos = 0u64;
+    for t in tensors {
+        let (s, e) = (t.offset - data_start, t.offset - data_start + t.len);
+        if s < pos {
+            return Err(format!("tensor {:?} overlaps the tensor before it", t.name));
+        }
+        if s > pos {
+            segs.push(SegmentDesc::bytes("__gap__", data_start + pos, s - pos));
+        }
+        if e > s {
+            let aligned = t.len % t.dtype.word_bytes() as u64 == 0;
+            segs.push(SegmentDesc {
+                kind: SegmentKind::Tensor,
+                dtype: if aligned { t.dtype } else { Dtype::U8 },
+                name: t.name,
+                shape: t.shape,
+                offset: t.offset,
+                len: t.len,
+            });
+        }
+        pos = e;
+    }
+    if pos < data_len {
+        segs.push(SegmentDesc::bytes(
+            "__trailing__",
+            data_start + pos,
+            data_len - pos,
+        ));
+    }
+    Ok(Some(segs))
+}
+
+/// One tensor of a safetensors header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorEntry {
+    /// Name.
+    pub name: String,
+    /// Element type.
+    pub dtype: Dtype,
+    /// Shape.
+    pub shape: Vec<u64>,
+    /// Offset of its data in the file.
+    pub offset: u64,
+    /// Length of its data.
+    pub len: u64,
+}
+
+/// Parse and validate a safetensors header: the data start and the tensors
+/// in data order. `Ok(None)` when the bytes are not safetensors at all.
+pub fn parse_header(
+    prefix: &[u8],
+    file_len: u64,
+) -> Result<Option<(u64, Vec<TensorEntry>)>, String> {
     let Some(nb) = prefix.get(..8) else {
         return Ok(None);
     };
@@ -120,36 +178,76 @@ pub fn safetensors_segments(
         tensors.push((name, dtype, info.shape, s, e));
     }
     tensors.sort_by(|a, b| (a.3, a.4, &a.0).cmp(&(b.3, b.4, &b.0)));
-    let mut segs = vec![SegmentDesc::bytes("__header__", 0, data_start)];
-    let mut pos = 0u64;
-    for (name, dtype, shape, s, e) in tensors {
-        if s < pos {
-            return Err(format!("tensor {name:?} overlaps the tensor before it"));
-        }
-        if s > pos {
-            segs.push(SegmentDesc::bytes("__gap__", data_start + pos, s - pos));
-        }
-        if e > s {
-            let aligned = (e - s) % dtype.word_bytes() as u64 == 0;
-            segs.push(SegmentDesc {
+    let entries = tensors
+        .into_iter()
+        .map(|(name, dtype, shape, s, e)| TensorEntry {
+            name,
+            dtype,
+            shape: shape.iter().map(|&d| d as u64).collect(),
+            offset: data_start + s,
+            len: e - s,
+        })
+        .collect();
+    Ok(Some((data_start, entries)))
+}
+
+/// Tensors smaller than this are coded in groups (their programs' tables
+/// would cost more than they save one by one).
+pub const SMALL_TENSOR: u64 = 16 << 10;
+/// Largest group of small tensors.
+pub const MAX_GROUP: u64 = 256 << 10;
+
+/// Merge runs of adjacent small tensors of one dtype into one segment named
+/// `first .. last (n tensors)`, shape `[words]`. Segments marked `alone`
+/// stay as they are. Returns the new segments and, for each input segment,
+/// where it went: (index of its new segment, byte offset inside it).
+pub fn group_small_tensors(
+    segs: Vec<SegmentDesc>,
+    alone: &[bool],
+) -> (Vec<SegmentDesc>, Vec<(usize, u64)>) {
+    let mut out: Vec<SegmentDesc> = Vec::with_capacity(segs.len());
+    let mut place = Vec::with_capacity(segs.len());
+    let mut run: Vec<SegmentDesc> = Vec::new();
+    let flush = |run: &mut Vec<SegmentDesc>, out: &mut Vec<SegmentDesc>| match run.len() {
+        0 => {}
+        1 => out.push(run.pop().expect("one")),
+        n => {
+            let (first, last) = (&run[0], &run[n - 1]);
+            let len: u64 = run.iter().map(|s| s.len).sum();
+            out.push(SegmentDesc {
                 kind: SegmentKind::Tensor,
-                dtype: if aligned { dtype } else { Dtype::U8 },
-                name,
-                shape: shape.iter().map(|&d| d as u64).collect(),
-                offset: data_start + s,
-                len: e - s,
+                dtype: first.dtype,
+                name: format!("{} .. {} ({n} tensors)", first.name, last.name),
+                shape: vec![len / first.dtype.word_bytes() as u64],
+                offset: first.offset,
+                len,
             });
+            run.clear();
         }
-        pos = e;
+    };
+    for (i, s) in segs.into_iter().enumerate() {
+        let small = s.kind == SegmentKind::Tensor
+            && s.len < SMALL_TENSOR
+            && !alone.get(i).copied().unwrap_or(false);
+        let joins = run.last().is_some_and(|l| {
+            l.dtype == s.dtype
+                && l.offset + l.len == s.offset
+                && run.iter().map(|r| r.len).sum::<u64>() + s.len <= MAX_GROUP
+        });
+        if !(small && joins) {
+            flush(&mut run, &mut out);
+        }
+        if small {
+            let base = run.first().map_or(s.offset, |f| f.offset);
+            place.push((out.len(), s.offset - base));
+            run.push(s);
+        } else {
+            place.push((out.len(), 0));
+            out.push(s);
+        }
     }
-    if pos < data_len {
-        segs.push(SegmentDesc::bytes(
-            "__trailing__",
-            data_start + pos,
-            data_len - pos,
-        ));
-    }
-    Ok(Some(segs))
+    flush(&mut run, &mut out);
+    (out, place)
 }
 
 /// A file that is not safetensors: one bytes segment (none when empty).
@@ -180,6 +278,21 @@ mod tests {
         let names: Vec<&str> = segs.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["__header__", "__gap__", "x", "__trailing__"]);
         assert_eq!(segs.iter().map(|s| s.len).sum::<u64>(), f.len() as u64);
+    }
+
+    #[test]
+    fn small_adjacent_tensors_of_one_dtype_are_grouped() {
+        let h = r#"{"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},"b":{"dtype":"F16","shape":[2],"data_offsets":[4,8]},"c":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}"#;
+        let f = file(h, 12);
+        let segs = safetensors_segments(&f, f.len() as u64).unwrap().unwrap();
+        let (grouped, place) = group_small_tensors(segs.clone(), &[false; 4]);
+        let names: Vec<&str> = grouped.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["__header__", "a .. b (2 tensors)", "c"]);
+        assert_eq!(grouped[1].len, 8);
+        assert_eq!(place, [(0, 0), (1, 0), (1, 4), (2, 0)]);
+        // A tensor kept alone (e.g. a duplicate coded as a reference).
+        let (kept, _) = group_small_tensors(segs, &[false, false, true, false]);
+        assert_eq!(kept.len(), 4);
     }
 
     #[test]

@@ -61,6 +61,9 @@ pub struct CompressOptions {
     /// Refuse (instead of carrying as plain bytes) input that looks like
     /// safetensors but is malformed.
     pub strict_safetensors: bool,
+    /// Also code small files whole and keep the smaller archive (see
+    /// `WHOLE_FILE_MAX`).
+    pub whole_file: bool,
 }
 
 impl Default for CompressOptions {
@@ -73,6 +76,7 @@ impl Default for CompressOptions {
             progress: Arc::new(NoProgress),
             region_words: DEFAULT_REGION_WORDS,
             strict_safetensors: false,
+            whole_file: true,
         }
     }
 }
@@ -102,6 +106,11 @@ impl CompressOptions {
     /// Set the words per region (clamped to the format's limit).
     pub fn region_words(mut self, w: u64) -> Self {
         self.region_words = w.clamp(1024, crate::dsl::MAX_NODE_WORDS);
+        self
+    }
+    /// Whether small files are also tried as one whole byte stream.
+    pub fn whole_file(mut self, w: bool) -> Self {
+        self.whole_file = w;
         self
     }
     /// Refuse malformed safetensors instead of carrying them as bytes.
@@ -285,6 +294,50 @@ impl Preamble {
             table_checksum,
         })
     }
+}
+
+/// The stored table: `u8 encoding` (0 raw, 1 zstd), `varint raw_len`, then
+/// the table bytes, raw or as one zstd frame (tensor names repeat a lot).
+pub(crate) fn pack_table(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raw.len() / 2 + 16);
+    match zstd::bulk::compress(raw, 19) {
+        Ok(z) if z.len() < raw.len() => {
+            out.push(1);
+            put_varint(&mut out, raw.len() as u64);
+            out.extend_from_slice(&z);
+        }
+        _ => {
+            out.push(0);
+            put_varint(&mut out, raw.len() as u64);
+            out.extend_from_slice(raw);
+        }
+    }
+    out
+}
+
+/// Inverse of [`pack_table`], bounded by [`MAX_TABLE_LEN`].
+pub(crate) fn unpack_table(stored: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    let mut r = ByteReader::new(stored);
+    let encoding = r.u8()?;
+    let raw_len = r.varint()?;
+    if raw_len > MAX_TABLE_LEN {
+        return Err(DecodeError::Limit {
+            what: "segment table length",
+            value: raw_len,
+            limit: MAX_TABLE_LEN,
+        });
+    }
+    let body = r.bytes(r.remaining())?;
+    let raw = match encoding {
+        0 => body.to_vec(),
+        1 => zstd::bulk::decompress(body, raw_len as usize)
+            .map_err(|e| DecodeError::corrupt(format!("segment table: {e}")))?,
+        e => return Err(DecodeError::corrupt(format!("unknown table encoding {e}"))),
+    };
+    if raw.len() as u64 != raw_len {
+        return Err(DecodeError::corrupt("segment table has the wrong length"));
+    }
+    Ok(raw)
 }
 
 /// Serialize the segment table.

@@ -102,6 +102,7 @@ impl<R: ReadAt> Archive<R> {
                 what: "segment table".into(),
             });
         }
+        let table = super::unpack_table(&table)?;
         let segments = read_table(&table, &pre)?;
         Ok(Archive {
             src,
@@ -190,7 +191,65 @@ impl<R: ReadAt> Archive<R> {
         Ok(out)
     }
 
-    /// Index of the tensor called `name`.
+    /// Every tensor of the source's safetensors header, in data order
+    /// (empty when the source is not safetensors). Decodes only the header.
+    pub fn tensors(&self) -> Result<Vec<super::layout::TensorEntry>, DecodeError> {
+        let total = self.pre.original_len;
+        if total < 9 {
+            return Ok(Vec::new());
+        }
+        let head = self.read_range(0, 8)?;
+        let n = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
+        if n > super::layout::MAX_SAFETENSORS_HEADER || n + 8 > total {
+            return Ok(Vec::new());
+        }
+        let header = self.read_range(0, 8 + n)?;
+        match super::layout::parse_header(&header, self.pre.original_len) {
+            Ok(Some((_, t))) => Ok(t),
+            Ok(None) => Ok(Vec::new()),
+            Err(e) => Err(DecodeError::corrupt(format!("safetensors header: {e}"))),
+        }
+    }
+
+    /// Decode one tensor alone, by name: only the header and the regions
+    /// that hold the tensor are decoded (small tensors share a segment).
+    pub fn tensor(&self, name: &str) -> Result<Option<Vec<u8>>, DecodeError> {
+        match self.tensors()?.into_iter().find(|t| t.name == name) {
+            Some(t) => self.read_range(t.offset, t.len).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Decode bytes `offset..offset+len` of the original file.
+    pub fn read_range(&self, offset: u64, len: u64) -> Result<Vec<u8>, DecodeError> {
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= self.pre.original_len)
+            .ok_or_else(|| DecodeError::corrupt("range past the end of the file"))?;
+        let mut out = Vec::with_capacity((len as usize).min(64 << 20));
+        for (i, seg) in self.segments.iter().enumerate() {
+            let (s0, s1) = (seg.desc.offset, seg.desc.offset + seg.desc.len);
+            if s1 <= offset || s0 >= end {
+                continue;
+            }
+            let rb = seg.region_words * seg.desc.dtype.word_bytes() as u64;
+            for r in 0..seg.regions.len() {
+                let r0 = s0 + r as u64 * rb;
+                let r1 = (r0 + rb).min(s1);
+                if r1 <= offset || r0 >= end {
+                    continue;
+                }
+                let bytes = self.decode_region(i, r, true)?;
+                let lo = (offset.max(r0) - r0) as usize;
+                let hi = (end.min(r1) - r0) as usize;
+                out.extend_from_slice(&bytes[lo..hi]);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Index of the segment holding exactly the tensor called `name` (small
+    /// tensors coded in a group have none: use [`Archive::tensor`]).
     pub fn find(&self, name: &str) -> Option<usize> {
         self.segments
             .iter()

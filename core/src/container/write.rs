@@ -81,9 +81,14 @@ type CodedRegion = (Vec<u8>, u64, u64);
 enum Plan {
     /// Every region with this shape.
     Shape(Shape),
-    /// Identical to an earlier segment.
-    Ref(u32),
+    /// Identical to words of an earlier segment, from this word on.
+    Ref(u32, u64),
 }
+
+/// Files up to this size are also coded whole (one byte stream, zstd -19
+/// or rANS), and the smaller archive is kept: small files of many tiny
+/// tensors, or with long-range repeats across tensors, can do better so.
+pub const WHOLE_FILE_MAX: u64 = 8 << 20;
 
 /// Compress a source into `out` (which must start empty at position 0).
 pub(crate) fn compress_source<W: Write + Seek>(
@@ -95,8 +100,63 @@ pub(crate) fn compress_source<W: Write + Seek>(
     let label = name.display().to_string();
     let len = src.len().map_err(|e| io(&label, e))?;
     let descs = segments_of(src, name, opts.strict_safetensors)?;
+    let has_tensors = descs.iter().any(|d| d.kind == SegmentKind::Tensor);
+    if !has_tensors || len > WHOLE_FILE_MAX || !opts.whole_file {
+        return encode_segments(src, name, descs, opts.region_words, 19, out, opts);
+    }
+    let mut tensors = std::io::Cursor::new(Vec::new());
+    let report = encode_segments(src, name, descs, opts.region_words, 19, &mut tensors, opts)?;
+    let mut whole = vec![0u8; len as usize];
+    src.read_exact_at(0, &mut whole)
+        .map_err(|e| io(&label, e))?;
+    // Screen with zstd -3 before paying for -19.
+    let quick = zstd::bulk::compress(&whole, 3).map_or(usize::MAX, |z| z.len());
+    let mut best = (tensors.into_inner(), report);
+    if (quick as u64) * 95 < best.1.archive_len * 100 {
+        let mut plain = std::io::Cursor::new(Vec::new());
+        let r = encode_segments(
+            src,
+            name,
+            layout::plain_segments(len),
+            crate::dsl::MAX_NODE_WORDS,
+            22,
+            &mut plain,
+            opts,
+        )?;
+        if r.archive_len < best.1.archive_len {
+            best = (
+                plain.into_inner(),
+                CompressReport {
+                    searched_tensors: best.1.searched_tensors,
+                    judged: best.1.judged,
+                    search_seconds: best.1.search_seconds,
+                    ..r
+                },
+            );
+        }
+    }
+    out.write_all(&best.0).map_err(|e| io("<output>", e))?;
+    Ok(best.1)
+}
+
+/// Duplicates smaller than this are coded with their neighbours, not as
+/// references (a reference costs a segment of its own).
+const MIN_REF_BYTES: u64 = 256;
+
+/// Code the given segments of a source into `out`.
+fn encode_segments<W: Write + Seek>(
+    src: &dyn ReadAt,
+    name: &Path,
+    descs: Vec<SegmentDesc>,
+    region_words: u64,
+    zstd_level: i32,
+    out: &mut W,
+    opts: &CompressOptions,
+) -> Result<CompressReport, EncodeError> {
+    let label = name.display().to_string();
+    let len = src.len().map_err(|e| io(&label, e))?;
     let pool = pool(opts.threads);
-    let region_words = opts.region_words.clamp(1024, crate::dsl::MAX_NODE_WORDS);
+    let region_words = region_words.clamp(1024, crate::dsl::MAX_NODE_WORDS);
 
     // Pass 1: SHA-256 of the file and a strong hash of each tensor (dedupe).
     let mut sha = Sha256::new();
@@ -125,26 +185,39 @@ pub(crate) fn compress_source<W: Write + Seek>(
         .prior
         .clone()
         .unwrap_or_else(|| std::sync::Arc::new(Prior::uniform()));
-    let mut first: HashMap<(u8, u64, u64, u128), usize> = HashMap::new();
-    let mut plans: Vec<Option<Plan>> = Vec::with_capacity(descs.len());
+    // Tensors identical to an earlier one become references (even into a
+    // group); the other small tensors are coded in groups.
+    let mut first: HashMap<(u8, u64, u128), usize> = HashMap::new();
+    let mut dup_of: Vec<Option<usize>> = vec![None; descs.len()];
     for (i, d) in descs.iter().enumerate() {
-        if d.kind == SegmentKind::Tensor {
-            let key = (
-                d.dtype.wire_id(),
-                d.len,
-                segment_region_words(d, region_words),
-                seg_hash[i],
-            );
-            if let Some(&j) = first.get(&key) {
+        if d.kind != SegmentKind::Tensor {
+            continue;
+        }
+        if d.len < MIN_REF_BYTES {
+            continue;
+        }
+        let key = (d.dtype.wire_id(), d.len, seg_hash[i]);
+        match first.get(&key) {
+            Some(&j) => {
                 if same_bytes(src, &descs[j], d).map_err(|e| io(&label, e))? {
-                    plans.push(Some(Plan::Ref(j as u32)));
-                    continue;
+                    dup_of[i] = Some(j);
                 }
-            } else {
+            }
+            None => {
                 first.insert(key, i);
             }
         }
-        plans.push(None);
+    }
+    let alone: Vec<bool> = dup_of.iter().map(Option::is_some).collect();
+    let (descs, place) = layout::group_small_tensors(descs, &alone);
+    let mut plans: Vec<Option<Plan>> = (0..descs.len()).map(|_| None).collect();
+    for (i, j) in dup_of.iter().enumerate() {
+        if let Some(j) = j {
+            let (seg, _) = place[i];
+            let (target, at) = place[*j];
+            let wb = descs[target].dtype.word_bytes() as u64;
+            plans[seg] = Some(Plan::Ref(target as u32, at / wb));
+        }
     }
     let search_start = std::time::Instant::now();
     let searched: Vec<Result<Option<(Shape, u32)>, EncodeError>> = pool.install(|| {
@@ -192,7 +265,7 @@ pub(crate) fn compress_source<W: Write + Seek>(
     let batch = pool.current_num_threads() * 2;
     opts.progress
         .start(&format!("compress {}", file_label(name)), len);
-    let cfg = Instantiate::default();
+    let cfg = Instantiate { zstd_level };
     for (si, (d, plan)) in descs.iter().zip(&plans).enumerate() {
         let plan = plan.as_ref().expect("every segment has a plan");
         let wb = d.dtype.word_bytes() as u64;
@@ -213,11 +286,11 @@ pub(crate) fn compress_source<W: Write + Seek>(
                         src.read_exact_at(d.offset + start * wb, &mut bytes)
                             .map_err(|e| io(&label, e))?;
                         let node = match plan {
-                            Plan::Ref(j) => Node::Ref {
+                            Plan::Ref(j, at) => Node::Ref {
                                 width: d.width(),
                                 n,
                                 segment: *j,
-                                offset: start,
+                                offset: at + start,
                             },
                             Plan::Shape(shape) => code_region(shape, &bytes, d.width(), &cfg),
                         };
@@ -246,7 +319,7 @@ pub(crate) fn compress_source<W: Write + Seek>(
         });
     }
     opts.progress.finish();
-    let table = write_table(&segments);
+    let table = super::pack_table(&write_table(&segments));
     out.write_all(&table).map_err(|e| io("<output>", e))?;
     let pre = Preamble {
         version: crate::FORMAT_VERSION,

@@ -129,23 +129,34 @@ fn fast_bytes(node: &Node, width: u8) -> Option<Result<Vec<u8>, DecodeError>> {
                     .iter()
                     .map(|c| leaf_bytes(c, &[]).expect("a byte leaf"))
                     .collect::<Result<_, _>>()?;
-                let n = node.len() as usize;
-                let mut next = vec![0usize; streams.len()];
-                let mut out = Vec::with_capacity(n);
-                for i in 0..n {
-                    let c = classes[i % classes.len()] as usize;
-                    let w = streams
-                        .get(c)
-                        .and_then(|s| s.get(next[c]))
-                        .ok_or_else(|| DecodeError::corrupt("interleave child too short"))?;
-                    out.push(*w);
-                    next[c] += 1;
-                }
+                let mut out = Vec::new();
+                interleave_into(classes, &streams, node.len() as usize, &mut out)?;
                 Ok(out)
             })())
         }
         _ => None,
     }
+}
+
+/// Deal `n` words back from the class streams (inverse of `dsl::deal`).
+fn interleave_into<W: Copy>(
+    classes: &[u8],
+    streams: &[Vec<W>],
+    n: usize,
+    out: &mut Vec<W>,
+) -> Result<(), DecodeError> {
+    let mut next = vec![0usize; streams.len()];
+    out.reserve(n);
+    for i in 0..n {
+        let c = classes[i % classes.len()] as usize;
+        let w = streams
+            .get(c)
+            .and_then(|s| s.get(next[c]))
+            .ok_or_else(|| DecodeError::corrupt("interleave child too short"))?;
+        out.push(*w);
+        next[c] += 1;
+    }
+    Ok(())
 }
 
 fn exec_into(
@@ -264,19 +275,7 @@ fn exec_into(
                 .iter()
                 .map(|c| execute(c, refs))
                 .collect::<Result<_, _>>()?;
-            let n = node.len() as usize;
-            let mut next = vec![0usize; streams.len()];
-            out.reserve(n);
-            for i in 0..n {
-                let c = classes[i % classes.len()] as usize;
-                let w = streams
-                    .get(c)
-                    .and_then(|s| s.get(next[c]))
-                    .ok_or_else(|| DecodeError::corrupt("interleave child too short"))?;
-                out.push(*w);
-                next[c] += 1;
-            }
-            Ok(())
+            interleave_into(classes, &streams, node.len() as usize, out)
         }
     }
 }

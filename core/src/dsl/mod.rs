@@ -27,7 +27,7 @@ use crate::dtype::Dtype;
 pub use crate::entropy::Codec;
 
 /// Largest number of words a node may produce (one region).
-pub const MAX_NODE_WORDS: u64 = 1 << 20;
+pub const MAX_NODE_WORDS: u64 = 1 << 22;
 /// Largest sum of the word counts of all nodes of one program: bounds the
 /// memory an interpreter run may allocate (8 bytes a word).
 pub const MAX_PROGRAM_WORK: u64 = 1 << 24;
