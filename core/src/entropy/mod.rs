@@ -302,9 +302,20 @@ pub fn encode_with(codec: Codec, words: &[u64], width: u8, sibling: Option<&[u64
     }
 }
 
-/// Estimated bytes of order-0 rANS for words < 256 (entropy + table).
+/// Estimated bytes of order-0 rANS for words < 256 (entropy + table). Long
+/// streams are estimated from every 8th word: this only decides whether
+/// the exact encoding is worth computing.
 pub fn estimate_rans0(words: &[u64]) -> f64 {
-    rans::estimate(words, Context::None, 0)
+    if words.len() < 1 << 15 {
+        return rans::estimate(words, Context::None, 0);
+    }
+    let mut counts = [0u32; 256];
+    for &w in words.iter().step_by(8) {
+        counts[(w & 0xFF) as usize] += 1;
+    }
+    let sampled: u32 = counts.iter().sum();
+    let scale = words.len() as f64 / sampled.max(1) as f64;
+    entropy_bits(&counts) * scale / 8.0 * 1.003 + table::estimate_table_bytes(&counts) + 24.0
 }
 
 fn raw_bytes(words: &[u64], width: u8) -> Vec<u8> {
