@@ -36,7 +36,7 @@ pub struct CompressArgs {
     #[arg(long, default_value_t = brevis_core::container::DEFAULT_BUDGET)]
     pub budget: u32,
     /// Prior to steer the search (from `brevis-hub prior learn`). Without
-    /// it, a folder or several files get one prior learned from their tensors.
+    /// it, one prior is learned from a sample of all the inputs' tensors.
     #[arg(long)]
     pub prior: Option<PathBuf>,
     /// Use the uniform prior (no learning).
@@ -151,7 +151,7 @@ pub enum PriorCommand {
         #[arg(long, default_value_t = 64)]
         budget: u32,
         /// Most tensors sampled.
-        #[arg(long, default_value_t = 48)]
+        #[arg(long, default_value_t = 96)]
         max_tensors: usize,
         /// Overwrite the output.
         #[arg(short, long)]
@@ -271,10 +271,11 @@ pub fn compress(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
         .filter(|p| is_safetensors(p))
         .map(|p| p.as_path())
         .collect();
-    let folder = a.paths.iter().any(|p| p.is_dir()) || shards.len() > 1;
     let prior = if let Some(p) = &a.prior {
         Some(Arc::new(load_prior(p)?))
-    } else if folder && !a.no_prior && !shards.is_empty() {
+    } else if !a.no_prior && !shards.is_empty() {
+        // One prior for all the shards, learned from a sample of their
+        // tensors: it costs less than the search time it saves.
         let t = Instant::now();
         let p = Prior::learn(&shards, &LearnOptions::default().threads(a.threads))?;
         ui.note(format!(

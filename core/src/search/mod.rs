@@ -29,7 +29,7 @@ use crate::error::EncodeError;
 pub const SAMPLE_WORDS: u64 = 1 << 16;
 /// States more than this many bits less likely than the incumbent's are not
 /// judged.
-pub const STOP_BITS: f64 = 9.0;
+pub const STOP_BITS: f64 = 5.0;
 
 /// What the search is asked to code.
 #[derive(Debug, Clone)]
@@ -418,7 +418,7 @@ impl Default for LearnOptions {
     fn default() -> Self {
         LearnOptions {
             budget: 64,
-            max_tensors: 48,
+            max_tensors: 96,
             threads: 0,
         }
     }
