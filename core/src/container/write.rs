@@ -101,7 +101,16 @@ pub(crate) fn compress_source<W: Write + Seek>(
     let len = src.len().map_err(|e| io(&label, e))?;
     let descs = segments_of(src, name, opts.strict_safetensors)?;
     let has_tensors = descs.iter().any(|d| d.kind == SegmentKind::Tensor);
-    if !has_tensors || len > WHOLE_FILE_MAX || !opts.whole_file {
+    if !has_tensors {
+        // Plain bytes: small files in one region (one zstd window).
+        let region = if len <= WHOLE_FILE_MAX {
+            crate::dsl::MAX_NODE_WORDS
+        } else {
+            opts.region_words
+        };
+        return encode_segments(src, name, descs, region, 19, out, opts);
+    }
+    if len > WHOLE_FILE_MAX || !opts.whole_file {
         return encode_segments(src, name, descs, opts.region_words, 19, out, opts);
     }
     let mut tensors = std::io::Cursor::new(Vec::new());
