@@ -309,7 +309,10 @@ pub(crate) fn decode<W: Word>(
             out.push(sym);
         }
     } else if let Some(sib) = sibling {
-        let tbl = |i: usize| &packed[model.map[(sib[i].to_u64() as usize).min(255)] as usize][..];
+        let by_ctx: Vec<&[u32]> = (0..256)
+            .map(|c| &packed[model.map[c] as usize][..])
+            .collect();
+        let tbl = |i: usize| by_ctx[(sib[i].to_u64() as usize).min(255)];
         for q in 0..quads {
             let i = q * LANES;
             let a = step!(tbl(i), x0);
@@ -326,7 +329,11 @@ pub(crate) fn decode<W: Word>(
             out.push(sym);
         }
     } else {
-        let tbl = |c: W| &packed[model.map[c.to_u64() as usize & 0xFF] as usize][..];
+        // One indirection per symbol: the table of each context value.
+        let by_ctx: Vec<&[u32]> = (0..256)
+            .map(|c| &packed[model.map[c] as usize][..])
+            .collect();
+        let tbl = |c: W| by_ctx[c.to_u64() as usize & 0xFF];
         let mut prev = W::default();
         for _ in 0..quads {
             let a = step!(tbl(prev), x0);
