@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use brevis_hub::pipeline::human;
 use brevis_hub::{HubClient, MirrorOptions, PullOptions, ServerOptions};
 use clap::Args;
 
@@ -169,21 +170,6 @@ fn notes(ui: &Ui) -> brevis_hub::pipeline::Notes {
             eprintln!("{m}");
         }
     })
-}
-
-fn human(n: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < units.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.2} {}", units[i])
-    }
 }
 
 fn print_json(v: &impl serde::Serialize) -> Result<()> {

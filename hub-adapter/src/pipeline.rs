@@ -600,7 +600,8 @@ pub async fn mirror(
     Ok(report)
 }
 
-fn human(n: u64) -> String {
+/// A byte count for people: `826170` -> `806.81 KiB`.
+pub fn human(n: u64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = n as f64;
     let mut i = 0;
