@@ -264,7 +264,7 @@ impl<R: ReadAt> Archive<R> {
         opts: &DecompressOptions,
     ) -> Result<DecompressReport, DecodeError> {
         let pool = pool(opts.threads);
-        let batch = pool.current_num_threads() * 2;
+        let batch = pool.current_num_threads() * 4;
         let mut sha = Sha256::new();
         let mut written = 0u64;
         opts.progress.start("decompress", self.pre.original_len);

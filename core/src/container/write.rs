@@ -271,7 +271,7 @@ fn encode_segments<W: Write + Seek>(
         .map_err(|e| io("<output>", e))?;
     let mut body_pos = PREAMBLE_LEN;
     let mut segments = Vec::with_capacity(descs.len());
-    let batch = pool.current_num_threads() * 2;
+    let batch = pool.current_num_threads() * 4;
     opts.progress
         .start(&format!("compress {}", file_label(name)), len);
     let cfg = Instantiate { zstd_level };
