@@ -66,12 +66,8 @@ pub struct MirrorArgs {
     /// Only show what would be done.
     #[arg(long)]
     pub dry_run: bool,
-    /// Only source files matching this glob (repeatable).
-    #[arg(long)]
-    pub include: Vec<String>,
-    /// Leave out source files matching this glob (repeatable).
-    #[arg(long)]
-    pub exclude: Vec<String>,
+    #[command(flatten)]
+    pub files: FileFilter,
     /// Work folder for downloads and archives (default `$HF_HOME/brevis`).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
@@ -87,6 +83,17 @@ pub struct MirrorArgs {
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Which source files a command takes (`--include` / `--exclude` globs).
+#[derive(Args, Debug)]
+pub struct FileFilter {
+    /// Only source files matching this glob (repeatable).
+    #[arg(long)]
+    pub include: Vec<String>,
+    /// Leave out source files matching this glob (repeatable).
+    #[arg(long)]
+    pub exclude: Vec<String>,
 }
 
 /// Download a mirror and restore the originals into the HF cache.
@@ -108,12 +115,8 @@ pub struct PullArgs {
     /// Write the originals into this plain folder instead of the cache.
     #[arg(long)]
     pub local_dir: Option<PathBuf>,
-    /// Only source files matching this glob (repeatable).
-    #[arg(long)]
-    pub include: Vec<String>,
-    /// Leave out source files matching this glob (repeatable).
-    #[arg(long)]
-    pub exclude: Vec<String>,
+    #[command(flatten)]
+    pub files: FileFilter,
     /// Codec threads (0 = all cores).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -190,8 +193,8 @@ pub fn mirror(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
     opts.prior = a.prior.clone();
     opts.private = a.private;
     opts.dry_run = a.dry_run;
-    opts.include = a.include.clone();
-    opts.exclude = a.exclude.clone();
+    opts.include = a.files.include.clone();
+    opts.exclude = a.files.exclude.clone();
     opts.keep_work = a.keep_work;
     opts.threads = a.threads;
     opts.budget = a.budget;
@@ -275,8 +278,8 @@ pub fn pull(a: PullArgs, ui: &Ui) -> Result<Outcome> {
     let mut opts = PullOptions::new(a.repo.clone(), cache, work_dir(None));
     opts.revision = a.revision.clone();
     opts.local_dir = a.local_dir.clone();
-    opts.include = a.include.clone();
-    opts.exclude = a.exclude.clone();
+    opts.include = a.files.include.clone();
+    opts.exclude = a.files.exclude.clone();
     opts.threads = a.threads;
     opts.progress = Arc::new(ui.sink());
     opts.notes = notes(ui);
