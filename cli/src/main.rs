@@ -17,6 +17,12 @@ mod progress;
 
 use std::process::ExitCode;
 
+// Compression allocates and frees a few MiB per region on every worker;
+// glibc's allocator hands such blocks back to the kernel each time, and
+// the page faults that follow cost 20% of a compress. mimalloc keeps them.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 /// Lossless compression of model checkpoints by program synthesis, and
