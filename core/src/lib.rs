@@ -41,4 +41,8 @@ pub use progress::{NoProgress, ProgressSink};
 pub use search::{LearnOptions, Prior};
 
 /// Version of the `.brv` format this crate writes (and the newest it reads).
-pub const FORMAT_VERSION: u16 = 1;
+/// Version 2 added the 16-bit-renormalized rANS codecs (wire ids 7-9);
+/// version 1 archives still decode.
+pub const FORMAT_VERSION: u16 = 2;
+/// Oldest `.brv` format version this crate reads.
+pub const OLDEST_FORMAT_VERSION: u16 = 1;

@@ -262,7 +262,7 @@ impl Preamble {
             return Err(DecodeError::BadMagic);
         }
         let version = r.u16()?;
-        if version != crate::FORMAT_VERSION {
+        if !(crate::OLDEST_FORMAT_VERSION..=crate::FORMAT_VERSION).contains(&version) {
             return Err(DecodeError::UnsupportedVersion(version));
         }
         if r.u16()? != 0 {

@@ -59,12 +59,12 @@ fn leaf_bytes(node: &Node, siblings: &[Vec<u8>]) -> Option<Result<Vec<u8>, Decod
             codec,
             payload,
         } if *width <= 8 => {
-            let sib = match codec {
-                super::Codec::RansCond { sibling } => match siblings.get(*sibling as usize) {
+            let sib = match codec.sibling() {
+                Some(sibling) => match siblings.get(sibling as usize) {
                     Some(s) => Some(s.as_slice()),
                     None => return Some(Err(DecodeError::corrupt("missing conditioning sibling"))),
                 },
-                _ => None,
+                None => None,
             };
             let mut v = Vec::with_capacity(*n as usize);
             Some(
@@ -172,14 +172,14 @@ fn exec_into(
             codec,
             payload,
         } => {
-            let sib = match codec {
-                super::Codec::RansCond { sibling } => Some(
+            let sib = match codec.sibling() {
+                Some(sibling) => Some(
                     siblings
-                        .get(*sibling as usize)
+                        .get(sibling as usize)
                         .ok_or_else(|| DecodeError::corrupt("missing conditioning sibling"))?
                         .as_slice(),
                 ),
-                _ => None,
+                None => None,
             };
             crate::entropy::decode(*codec, payload, *width, *n as usize, sib, out)
         }

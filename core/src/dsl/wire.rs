@@ -44,8 +44,8 @@ pub fn write_into(node: &Node, out: &mut Vec<u8>) {
             out.push(*width);
             put_varint(out, *n);
             out.push(codec.wire_id());
-            if let Codec::RansCond { sibling } = codec {
-                out.push(*sibling);
+            if let Some(sibling) = codec.sibling() {
+                out.push(sibling);
             }
             put_varint(out, payload.len() as u64);
             out.extend_from_slice(payload);
@@ -154,7 +154,7 @@ pub fn serialized_size(node: &Node) -> usize {
         } => {
             1 + varint_len(*n)
                 + 1
-                + matches!(codec, Codec::RansCond { .. }) as usize
+                + codec.sibling().is_some() as usize
                 + varint_len(payload.len() as u64)
                 + payload.len()
         }
@@ -273,18 +273,25 @@ impl Reader<'_, '_> {
                     0 => Codec::Raw,
                     1 => Codec::BitPack,
                     2 => Codec::Huffman,
-                    3 => Codec::Rans0,
-                    4 => Codec::Rans1,
-                    5 => {
+                    3 => Codec::Rans0V1,
+                    4 => Codec::Rans1V1,
+                    id @ (5 | 9) => {
                         let sibling = self.r.u8()?;
                         if merge_index.is_none_or(|i| sibling as usize >= i) {
                             return Err(DecodeError::corrupt(
                                 "conditional literal must follow its sibling in a Merge",
                             ));
                         }
-                        Codec::RansCond { sibling }
+                        if id == 5 {
+                            Codec::RansCondV1 { sibling }
+                        } else {
+                            Codec::RansCond { sibling }
+                        }
                     }
                     6 => Codec::Zstd,
+                    7 => Codec::Rans0,
+                    8 => Codec::Rans1,
+                    10 => Codec::PackedRans0,
                     c => return Err(DecodeError::corrupt(format!("unknown codec {c}"))),
                 };
                 let len = self.r.varint()?;
@@ -438,11 +445,9 @@ impl Reader<'_, '_> {
                     {
                         return Err(DecodeError::corrupt("merge children of different lengths"));
                     }
-                    if let Node::Lit {
-                        codec: Codec::RansCond { sibling },
-                        ..
-                    } = &c
-                        && fields[*sibling as usize] > 8
+                    if let Node::Lit { codec, .. } = &c
+                        && let Some(sibling) = codec.sibling()
+                        && fields[sibling as usize] > 8
                     {
                         return Err(DecodeError::corrupt(
                             "conditioning sibling wider than 8 bits",

@@ -7,6 +7,7 @@
 
 mod huffman;
 mod rans;
+mod rans_v1;
 mod table;
 
 use crate::error::DecodeError;
@@ -24,7 +25,8 @@ pub enum Codec {
     Huffman,
     /// rANS, order 0.
     Rans0,
-    /// rANS, order 1: the table is chosen by the previous word.
+    /// rANS, order 1: the table is chosen by the previous word (of the
+    /// same quarter of the stream).
     Rans1,
     /// rANS conditioned on an earlier sibling of the enclosing `Merge`:
     /// the table is chosen by the sibling's word at the same index.
@@ -34,6 +36,20 @@ pub enum Codec {
     },
     /// zstd frame of the raw little-endian bytes (for generic data).
     Zstd,
+    /// Words of at most 4 bits packed LSB first into bytes (as
+    /// [`Codec::BitPack`] with `k = width`, without its `k` byte), then the
+    /// bytes in order-0 rANS: one symbol per byte instead of per word, and
+    /// the byte histogram sees patterns of neighbouring words (signs).
+    PackedRans0,
+    /// Format v1's order-0 rANS (byte renormalization). Decode only.
+    Rans0V1,
+    /// Format v1's order-1 rANS (one serial chain). Decode only.
+    Rans1V1,
+    /// Format v1's conditional rANS. Decode only.
+    RansCondV1 {
+        /// Index of the sibling (must be smaller than this child's index).
+        sibling: u8,
+    },
 }
 
 impl Codec {
@@ -43,10 +59,22 @@ impl Codec {
             Codec::Raw => 0,
             Codec::BitPack => 1,
             Codec::Huffman => 2,
-            Codec::Rans0 => 3,
-            Codec::Rans1 => 4,
-            Codec::RansCond { .. } => 5,
+            Codec::Rans0V1 => 3,
+            Codec::Rans1V1 => 4,
+            Codec::RansCondV1 { .. } => 5,
             Codec::Zstd => 6,
+            Codec::Rans0 => 7,
+            Codec::Rans1 => 8,
+            Codec::RansCond { .. } => 9,
+            Codec::PackedRans0 => 10,
+        }
+    }
+
+    /// The conditioning sibling's index, for the conditional coders.
+    pub fn sibling(self) -> Option<u8> {
+        match self {
+            Codec::RansCond { sibling } | Codec::RansCondV1 { sibling } => Some(sibling),
+            _ => None,
         }
     }
 
@@ -60,6 +88,10 @@ impl Codec {
             Codec::Rans1 => "rans1".into(),
             Codec::RansCond { sibling } => format!("rans|{sibling}"),
             Codec::Zstd => "zstd".into(),
+            Codec::PackedRans0 => "pack+rans0".into(),
+            Codec::Rans0V1 => "rans0.v1".into(),
+            Codec::Rans1V1 => "rans1.v1".into(),
+            Codec::RansCondV1 { sibling } => format!("rans|{sibling}.v1"),
         }
     }
 }
@@ -235,21 +267,32 @@ pub fn encode_best(
         if huff < best.1 {
             best = (Codec::Huffman, huff, None);
         }
-        if rans::estimate(words, Context::None, 0) < best.1 as f64 * 1.02 {
+        let syms = to_bytes(words);
+        if rans::estimate(&syms, Context::None, 0) < best.1 as f64 * 1.02 {
             consider(
                 Codec::Rans0,
-                rans::encode(words, Context::None, 0),
+                rans::encode(&syms, Context::None, 0),
                 &mut best,
             );
+        }
+        if width <= 4 && n >= 64 {
+            let packed = pack_bits(words, width as u32);
+            if rans::estimate(&packed, Context::None, 0) < best.1 as f64 * 1.02 {
+                consider(
+                    Codec::PackedRans0,
+                    rans::encode(&packed, Context::None, 0),
+                    &mut best,
+                );
+            }
         }
         // Context coders need many words to pay for their tables.
         if opts.context && n >= 8192 {
             let min_ctx = (n / 512).max(512);
             let est0 = best.1 as f64;
-            if rans::estimate(words, Context::Previous, min_ctx) < est0 * 0.995 {
+            if rans::estimate(&syms, Context::Previous, min_ctx) < est0 * 0.995 {
                 consider(
                     Codec::Rans1,
-                    rans::encode(words, Context::Previous, min_ctx),
+                    rans::encode(&syms, Context::Previous, min_ctx),
                     &mut best,
                 );
             }
@@ -257,11 +300,12 @@ pub fn encode_best(
                 if s.width > 8 || s.words.len() != n {
                     continue;
                 }
-                let ctx = Context::Sibling(s.words);
-                if rans::estimate(words, ctx, min_ctx) < best.1 as f64 * 0.995 {
+                let sib = to_bytes(s.words);
+                let ctx = Context::Sibling(&sib);
+                if rans::estimate(&syms, ctx, min_ctx) < best.1 as f64 * 0.995 {
                     consider(
                         Codec::RansCond { sibling: s.index },
-                        rans::encode(words, ctx, min_ctx),
+                        rans::encode(&syms, ctx, min_ctx),
                         &mut best,
                     );
                 }
@@ -291,15 +335,34 @@ pub fn encode_with(codec: Codec, words: &[u64], width: u8, sibling: Option<&[u64
         Codec::Raw => raw_bytes(words, width),
         Codec::BitPack => bitpack(words, bits_for(words.iter().copied().max().unwrap_or(0))),
         Codec::Huffman => huffman::encode(words),
-        Codec::Rans0 => rans::encode(words, Context::None, 0),
-        Codec::Rans1 => rans::encode(words, Context::Previous, (words.len() / 512).max(512)),
+        Codec::Rans0 => rans::encode(&to_bytes(words), Context::None, 0),
+        Codec::Rans1 => rans::encode(
+            &to_bytes(words),
+            Context::Previous,
+            (words.len() / 512).max(512),
+        ),
         Codec::RansCond { .. } => rans::encode(
-            words,
-            Context::Sibling(sibling.expect("conditional coder needs its sibling")),
+            &to_bytes(words),
+            Context::Sibling(&to_bytes(
+                sibling.expect("conditional coder needs its sibling"),
+            )),
             (words.len() / 512).max(512),
         ),
         Codec::Zstd => zstd::bulk::compress(&raw_bytes(words, width), 19).unwrap_or_default(),
+        Codec::PackedRans0 => {
+            assert!(width <= 4, "packed rANS takes words of at most 4 bits");
+            rans::encode(&pack_bits(words, width as u32), Context::None, 0)
+        }
+        Codec::Rans0V1 | Codec::Rans1V1 | Codec::RansCondV1 { .. } => {
+            panic!("{codec:?} is decode-only")
+        }
     }
+}
+
+/// Words known to be < 256, as bytes.
+fn to_bytes(words: &[u64]) -> Vec<u8> {
+    debug_assert!(words.iter().all(|&w| w < 256));
+    words.iter().map(|&w| w as u8).collect()
 }
 
 /// Estimated bytes of order-0 rANS for words < 256 (entropy + table). Long
@@ -307,7 +370,7 @@ pub fn encode_with(codec: Codec, words: &[u64], width: u8, sibling: Option<&[u64
 /// the exact encoding is worth computing.
 pub fn estimate_rans0(words: &[u64]) -> f64 {
     if words.len() < 1 << 15 {
-        return rans::estimate(words, Context::None, 0);
+        return rans::estimate(&to_bytes(words), Context::None, 0);
     }
     let mut counts = [0u32; 256];
     for &w in words.iter().step_by(8) {
@@ -316,6 +379,11 @@ pub fn estimate_rans0(words: &[u64]) -> f64 {
     let sampled: u32 = counts.iter().sum();
     let scale = words.len() as f64 / sampled.max(1) as f64;
     entropy_bits(&counts) * scale / 8.0 * 1.003 + table::estimate_table_bytes(&counts) + 24.0
+}
+
+/// Estimated bytes of [`Codec::PackedRans0`] for words of `width` <= 4 bits.
+pub fn estimate_packed_rans0(words: &[u64], width: u8) -> f64 {
+    rans::estimate(&pack_bits(words, width as u32), Context::None, 0)
 }
 
 fn raw_bytes(words: &[u64], width: u8) -> Vec<u8> {
@@ -330,6 +398,18 @@ fn raw_bytes(words: &[u64], width: u8) -> Vec<u8> {
 fn bitpack(words: &[u64], k: u32) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 + (words.len() * k as usize).div_ceil(8));
     out.push(k as u8);
+    pack_into(words, k, &mut out);
+    out
+}
+
+/// Words of `k` bits packed LSB first (the last byte zero-padded).
+fn pack_bits(words: &[u64], k: u32) -> Vec<u8> {
+    let mut out = Vec::with_capacity((words.len() * k as usize).div_ceil(8));
+    pack_into(words, k, &mut out);
+    out
+}
+
+fn pack_into(words: &[u64], k: u32, out: &mut Vec<u8>) {
     let mut acc: u128 = 0;
     let mut nacc = 0u32;
     for &w in words {
@@ -344,7 +424,6 @@ fn bitpack(words: &[u64], k: u32) -> Vec<u8> {
     if nacc > 0 {
         out.push(acc as u8);
     }
-    out
 }
 
 /// A word type the decoders can write: `u64` for any width, `u8` for
@@ -445,6 +524,34 @@ pub fn decode<W: Word>(
             rans::decode(payload, n, false, Some(s), out)?;
             symbols = true;
         }
+        Codec::PackedRans0 => {
+            if width > 4 {
+                return Err(DecodeError::corrupt("packed rANS: width above 4 bits"));
+            }
+            let k = width as usize;
+            let mut bytes: Vec<u8> = Vec::new();
+            rans::decode(payload, (n * k).div_ceil(8), false, None, &mut bytes)?;
+            if !(n * k).is_multiple_of(8) && bytes.last().is_some_and(|&b| b >> ((n * k) % 8) != 0)
+            {
+                return Err(DecodeError::corrupt("packed rANS: padding bits set"));
+            }
+            unpack_bits(&bytes, k, n, out);
+            symbols = true;
+        }
+        Codec::Rans0V1 => {
+            rans_v1::decode(payload, n, false, None, out)?;
+            symbols = true;
+        }
+        Codec::Rans1V1 => {
+            rans_v1::decode(payload, n, true, None, out)?;
+            symbols = true;
+        }
+        Codec::RansCondV1 { .. } => {
+            let s =
+                sibling.ok_or_else(|| DecodeError::corrupt("conditional coder without sibling"))?;
+            rans_v1::decode(payload, n, false, Some(s), out)?;
+            symbols = true;
+        }
         Codec::Zstd => {
             let bpw = bytes_per_word(width);
             let want = n * bpw;
@@ -470,6 +577,34 @@ pub fn decode<W: Word>(
         }
     }
     Ok(())
+}
+
+/// Append `n` words of `k` (1..=4) bits unpacked from LSB-first bytes.
+fn unpack_bits<W: Word>(bytes: &[u8], k: usize, n: usize, out: &mut Vec<W>) {
+    let per = 8 / k;
+    let mask = (1u8 << k) - 1;
+    out.reserve(n);
+    if 8 % k == 0 {
+        for &b in &bytes[..n / per] {
+            for j in 0..per {
+                out.push(W::from_u64(((b >> (j * k)) & mask) as u64));
+            }
+        }
+        if !n.is_multiple_of(per) {
+            let b = bytes[n / per];
+            for j in 0..n % per {
+                out.push(W::from_u64(((b >> (j * k)) & mask) as u64));
+            }
+        }
+    } else {
+        for i in 0..n {
+            let bit = i * k;
+            let lo = bytes[bit / 8] as u16;
+            let hi = bytes.get(bit / 8 + 1).copied().unwrap_or(0) as u16;
+            let v = ((lo | hi << 8) >> (bit % 8)) as u8 & mask;
+            out.push(W::from_u64(v as u64));
+        }
+    }
 }
 
 fn push_le_words<W: Word>(bytes: &[u8], bpw: usize, out: &mut Vec<W>) {
@@ -500,6 +635,35 @@ mod tests {
             Codec::RansCond { sibling: 0 },
             Codec::Zstd,
         ]
+    }
+
+    #[test]
+    fn packed_rans_round_trips_narrow_words() {
+        for width in 1u8..=4 {
+            for n in [0usize, 1, 7, 8, 9, 63, 64, 65, 1000, 40_001] {
+                let words: Vec<u64> = skewed(n as u64 + width as u64, n, 1 << width);
+                let p = encode_with(Codec::PackedRans0, &words, width, None);
+                let mut out: Vec<u64> = Vec::new();
+                decode(Codec::PackedRans0, &p, width, n, None, &mut out).unwrap();
+                assert_eq!(out, words, "width={width} n={n}");
+                let mut narrow: Vec<u8> = Vec::new();
+                decode(Codec::PackedRans0, &p, width, n, None, &mut narrow).unwrap();
+                assert!(narrow.iter().zip(&words).all(|(&a, &b)| a as u64 == b));
+            }
+        }
+    }
+
+    #[test]
+    fn packed_rans_wins_on_correlated_signs() {
+        // Signs in runs of 4 (as across a kernel's taps): the packed byte
+        // histogram sees the runs, a per-sign order-0 coder cannot.
+        let words: Vec<u64> = skewed(77, 50_000, 2)
+            .into_iter()
+            .flat_map(|s| [s; 4])
+            .collect();
+        let (c, p) = encode_best(&words, 1, &[], &LitOptions::default());
+        assert_eq!(c, Codec::PackedRans0);
+        assert!(p.len() < words.len() / 8 / 3, "{}", p.len());
     }
 
     fn skewed(seed: u64, n: usize, alphabet: u64) -> Vec<u64> {

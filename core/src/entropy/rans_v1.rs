@@ -1,4 +1,4 @@
-//! Static rANS with 12-bit probabilities, 32-bit states, byte-wise
+//! Format v1 rANS (decode only; v2 archives use [`super::rans`]): 12-bit probabilities, 32-bit states, byte-wise
 //! renormalization and four interleaved states (symbol `i` uses state `i % 4`).
 //!
 //! One coder handles three models over an alphabet of at most 256 symbols:
@@ -9,14 +9,17 @@
 //! self-contained.
 #![allow(clippy::needless_range_loop)]
 
+#[cfg(test)]
+use super::put_varint;
 use super::table::{FreqTable, PROB_BITS, PROB_SCALE};
-use super::{ByteReader, Word, put_varint};
+use super::{ByteReader, Word};
 use crate::error::DecodeError;
 
 const RANS_L: u32 = 1 << 23;
 const LANES: usize = 4;
 
 /// How the table for symbol `i` is chosen.
+#[cfg(test)]
 #[derive(Clone, Copy)]
 pub(crate) enum Context<'a> {
     /// One table for all symbols.
@@ -27,6 +30,7 @@ pub(crate) enum Context<'a> {
     Sibling(&'a [u64]),
 }
 
+#[cfg(test)]
 impl Context<'_> {
     #[inline]
     fn at(&self, syms: &[u64], i: usize) -> usize {
@@ -44,6 +48,7 @@ impl Context<'_> {
     }
 }
 
+#[cfg(test)]
 /// Division-free encoder entry for one symbol (ryg_rans' reciprocal form).
 #[derive(Clone, Copy, Default)]
 struct EncSym {
@@ -54,6 +59,7 @@ struct EncSym {
     rcp_shift: u32,
 }
 
+#[cfg(test)]
 impl EncSym {
     fn new(start: u32, freq: u32) -> EncSym {
         let x_max = ((RANS_L >> PROB_BITS) << 8) * freq;
@@ -93,6 +99,7 @@ impl EncSym {
     }
 }
 
+#[cfg(test)]
 fn enc_table(t: &FreqTable) -> Vec<EncSym> {
     (0..256)
         .map(|s| {
@@ -123,6 +130,7 @@ fn pack_table(t: &FreqTable) -> Vec<u32> {
         .collect()
 }
 
+#[cfg(test)]
 /// Encode `syms` (each < 256) with contexts. `min_ctx_count` is the count
 /// below which a context shares the fallback table (ignored for `None`).
 pub(crate) fn encode(syms: &[u64], ctx: Context<'_>, min_ctx_count: usize) -> Vec<u8> {
@@ -359,37 +367,23 @@ pub(crate) fn decode<W: Word>(
     Ok(())
 }
 
-/// Estimated size in bytes of [`encode`] for the given contexts, from
-/// counts (entropy plus table cost), without encoding.
-pub(crate) fn estimate(syms: &[u64], ctx: Context<'_>, min_ctx_count: usize) -> f64 {
-    let nctx = match ctx {
-        Context::None => 1,
-        _ => 256,
-    };
-    let mut counts = vec![[0u32; 256]; nctx];
-    let mut totals = vec![0usize; nctx];
-    for i in 0..syms.len() {
-        let c = ctx.at(syms, i);
-        counts[c][syms[i] as usize] += 1;
-        totals[c] += 1;
-    }
-    let mut pooled = [0u32; 256];
-    let mut bits = 0.0;
-    let mut table_bytes = 0.0;
-    for c in 0..nctx {
-        if totals[c] == 0 {
-            continue;
-        }
-        if nctx > 1 && totals[c] >= min_ctx_count.max(1) {
-            bits += super::entropy_bits(&counts[c]);
-            table_bytes += 1.0 + super::table::estimate_table_bytes(&counts[c]);
-        } else {
-            for s in 0..256 {
-                pooled[s] += counts[c][s];
-            }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn v1_payloads_still_decode() {
+        let syms: Vec<u64> = (0..5000u64).map(|i| (i * i + i / 7) % 23).collect();
+        let sib: Vec<u64> = (0..5000u64).map(|i| i % 5).collect();
+        for (ctx, prev, s) in [
+            (Context::None, false, None),
+            (Context::Previous, true, None),
+            (Context::Sibling(&sib), false, Some(&sib[..])),
+        ] {
+            let p = encode(&syms, ctx, 64);
+            let mut out: Vec<u64> = Vec::new();
+            decode(&p, syms.len(), prev, s, &mut out).unwrap();
+            assert_eq!(out, syms);
         }
     }
-    bits += super::entropy_bits(&pooled);
-    table_bytes += super::table::estimate_table_bytes(&pooled);
-    bits / 8.0 * 1.003 + table_bytes + 24.0
 }

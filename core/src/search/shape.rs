@@ -263,7 +263,10 @@ fn lit_fixed(codec: Codec, words: &[u64], width: u8, sibs: &[Sibling<'_>]) -> No
         codec,
         Codec::Huffman | Codec::Rans0 | Codec::Rans1 | Codec::RansCond { .. }
     );
-    if (entropy_codec && max > 255) || words.len() < 16 {
+    if (entropy_codec && max > 255)
+        || (codec == Codec::PackedRans0 && width > 4)
+        || words.len() < 16
+    {
         return lit_auto(words, width, sibs, None);
     }
     // The frozen codec is the sample's winner; statistics drift between
@@ -273,6 +276,17 @@ fn lit_fixed(codec: Codec, words: &[u64], width: u8, sibs: &[Sibling<'_>]) -> No
         let p = entropy::encode_with(Codec::Rans0, words, width, None);
         if p.len() < best.1.len() {
             best = (Codec::Rans0, p);
+        }
+    }
+    // A sample's few words favour small tables; a whole region can pay for
+    // the packed coder's byte table (and it codes 8 / width times fewer symbols).
+    if width <= 4
+        && codec != Codec::PackedRans0
+        && entropy::estimate_packed_rans0(words, width) < best.1.len() as f64
+    {
+        let p = entropy::encode_with(Codec::PackedRans0, words, width, None);
+        if p.len() < best.1.len() {
+            best = (Codec::PackedRans0, p);
         }
     }
     let k = (64 - max.leading_zeros()) as usize;

@@ -1,0 +1,516 @@
+//! Static rANS over byte symbols (format v2): 12-bit probabilities, 32-bit
+//! states renormalized 16 bits at a time (at most one read per symbol, so
+//! the decoder has one predictable branch), four states decoded together.
+//!
+//! Three models share the coder:
+//! - order 0: one table; symbol `i` uses state `i % 4`;
+//! - conditional: the table is chosen by a sibling stream's word at the same
+//!   index; symbol `i` uses state `i % 4`;
+//! - order 1: the table is chosen by the previous symbol. The stream is cut
+//!   into four contiguous quarters, one state each, and a symbol's context is
+//!   the previous symbol of its own quarter (0 at a quarter's start), so the
+//!   four dependency chains decode side by side instead of one after another.
+//!
+//! Contexts too rare to pay for a table of their own share the fallback
+//! table. Tables travel in the payload, so a payload is self-contained.
+//! Layout: `varint n`, `varint own`, `own` context bytes (increasing),
+//! `own + 1` tables, `varint len`, then `len` bytes: four big-endian u32
+//! states followed by little-endian u16 renormalization words.
+#![allow(clippy::needless_range_loop)]
+
+use super::table::{FreqTable, PROB_BITS, PROB_SCALE};
+use super::{ByteReader, Word, put_varint};
+use crate::error::DecodeError;
+
+/// Lower bound of a normalized state.
+const RANS_L: u32 = 1 << 16;
+const LANES: usize = 4;
+
+/// How the table for a symbol is chosen.
+#[derive(Clone, Copy)]
+pub(crate) enum Context<'a> {
+    /// One table for all symbols.
+    None,
+    /// The previous symbol of the same quarter of the stream.
+    Previous,
+    /// The word of a sibling stream at the same index.
+    Sibling(&'a [u8]),
+}
+
+/// Where order-1 quarter `k` starts, for `n` symbols: quarters 0..3 hold
+/// `n / 4` symbols each and the last also the `n % 4` left over.
+#[inline]
+fn quarter_start(n: usize, k: usize) -> usize {
+    k * (n / LANES)
+}
+
+/// The order-1 quarters of `n` symbols as `(start, len)`.
+fn quarters(n: usize) -> [(usize, usize); LANES] {
+    let q = n / LANES;
+    let mut r = [(0, q); LANES];
+    for (k, e) in r.iter_mut().enumerate() {
+        e.0 = quarter_start(n, k);
+    }
+    r[LANES - 1].1 = n - (LANES - 1) * q;
+    r
+}
+
+/// Calls `f(index, context)` for every symbol under order 1, quarter by quarter.
+#[inline(always)]
+fn for_each_previous(syms: &[u8], mut f: impl FnMut(usize, u8)) {
+    for (start, len) in quarters(syms.len()) {
+        if len == 0 {
+            continue;
+        }
+        f(start, 0);
+        for i in start + 1..start + len {
+            f(i, syms[i - 1]);
+        }
+    }
+}
+
+/// Division-free encoder entry for one symbol (ryg_rans' reciprocal form).
+#[derive(Clone, Copy, Default)]
+struct EncSym {
+    x_max: u32,
+    rcp_freq: u32,
+    bias: u32,
+    cmpl_freq: u32,
+    rcp_shift: u32,
+}
+
+impl EncSym {
+    fn new(start: u32, freq: u32) -> EncSym {
+        // Largest state that stays below 2^32 after coding the symbol.
+        let x_max = ((RANS_L >> PROB_BITS) << 16).wrapping_mul(freq);
+        let x_max = if freq == PROB_SCALE { u32::MAX } else { x_max };
+        let cmpl_freq = PROB_SCALE - freq;
+        if freq < 2 {
+            EncSym {
+                x_max,
+                rcp_freq: u32::MAX,
+                bias: start + PROB_SCALE - 1,
+                cmpl_freq,
+                rcp_shift: 0,
+            }
+        } else {
+            let mut shift = 0;
+            while freq > (1u32 << shift) {
+                shift += 1;
+            }
+            EncSym {
+                x_max,
+                rcp_freq: (1u64 << (shift + 31)).div_ceil(freq as u64) as u32,
+                bias: start,
+                cmpl_freq,
+                rcp_shift: shift - 1,
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn put(&self, mut x: u32, out: &mut Sink) -> u32 {
+        if x >= self.x_max {
+            out.p -= 1;
+            out.buf[out.p] = x as u16;
+            x >>= 16;
+        }
+        let q = (((x as u64) * self.rcp_freq as u64) >> 32) as u32 >> self.rcp_shift;
+        x.wrapping_add(self.bias)
+            .wrapping_add(q.wrapping_mul(self.cmpl_freq))
+    }
+}
+
+fn enc_table(t: &FreqTable) -> [EncSym; 256] {
+    let mut e = [EncSym::default(); 256];
+    for s in 0..256 {
+        if t.freq[s] != 0 {
+            e[s] = EncSym::new(t.cum[s] as u32, t.freq[s] as u32);
+        }
+    }
+    e
+}
+
+/// Decoder lookup table: for each slot, `sym | (freq-1) << 8 | start << 20`.
+fn pack_table(t: &FreqTable) -> Vec<u32> {
+    (0..PROB_SCALE)
+        .map(|slot| {
+            let s = t.slot_symbol(slot) as usize;
+            let f = (t.freq[s] as u32).clamp(1, PROB_SCALE);
+            s as u32 | (f - 1) << 8 | ((t.cum[s] as u32) & 0xFFF) << 20
+        })
+        .collect()
+}
+
+/// Per-context symbol counts and which contexts get a table of their own.
+struct Counts {
+    counts: Vec<[u32; 256]>,
+    totals: Vec<usize>,
+}
+
+fn count(syms: &[u8], ctx: &Context<'_>) -> Counts {
+    let nctx = if matches!(ctx, Context::None) { 1 } else { 256 };
+    let mut counts = vec![[0u32; 256]; nctx];
+    match ctx {
+        Context::None => {
+            // Four histograms break the store-to-load chain on runs.
+            let mut h = [[0u32; 256]; 4];
+            let mut chunks = syms.chunks_exact(4);
+            for c in &mut chunks {
+                h[0][c[0] as usize] += 1;
+                h[1][c[1] as usize] += 1;
+                h[2][c[2] as usize] += 1;
+                h[3][c[3] as usize] += 1;
+            }
+            for &s in chunks.remainder() {
+                h[0][s as usize] += 1;
+            }
+            for s in 0..256 {
+                counts[0][s] = h[0][s] + h[1][s] + h[2][s] + h[3][s];
+            }
+        }
+        Context::Sibling(sib) => {
+            for (&s, &c) in syms.iter().zip(sib.iter()) {
+                counts[c as usize][s as usize] += 1;
+            }
+        }
+        Context::Previous => {
+            for_each_previous(syms, |i, c| counts[c as usize][syms[i] as usize] += 1);
+        }
+    }
+    let totals = counts
+        .iter()
+        .map(|c| c.iter().map(|&x| x as usize).sum())
+        .collect();
+    Counts { counts, totals }
+}
+
+/// Encode byte symbols with contexts. `min_ctx_count` is the count below
+/// which a context shares the fallback table (ignored for `None`).
+pub(crate) fn encode(syms: &[u8], ctx: Context<'_>, min_ctx_count: usize) -> Vec<u8> {
+    let n = syms.len();
+    if let Context::Sibling(s) = ctx {
+        assert_eq!(s.len(), n, "sibling length");
+    }
+    let Counts { counts, totals } = count(syms, &ctx);
+    let nctx = counts.len();
+    // Contexts with their own table; the rest pool into the fallback (table 0).
+    let mut map = [0u16; 256];
+    let mut own: Vec<usize> = Vec::new();
+    if nctx > 1 {
+        own = (0..nctx)
+            .filter(|&c| totals[c] >= min_ctx_count.max(1))
+            .collect();
+    }
+    let mut pooled = [0u32; 256];
+    for c in 0..nctx {
+        if nctx == 1 || totals[c] < min_ctx_count.max(1) {
+            for s in 0..256 {
+                pooled[s] += counts[c][s];
+            }
+        }
+    }
+    let mut tables = vec![FreqTable::from_counts(&pooled)];
+    for (k, &c) in own.iter().enumerate() {
+        map[c] = (k + 1) as u16;
+        tables.push(FreqTable::from_counts(&counts[c]));
+    }
+
+    let mut out = Vec::with_capacity(n / 2 + 64);
+    put_varint(&mut out, n as u64);
+    put_varint(&mut out, own.len() as u64);
+    for &c in &own {
+        out.push(c as u8);
+    }
+    for t in &tables {
+        t.write(&mut out);
+    }
+    if n == 0 {
+        return out;
+    }
+    // Encode backwards (the reverse of the decoder's order): each symbol
+    // emits at most one u16, written from the end of `buf` down.
+    let enc: Vec<[EncSym; 256]> = tables.iter().map(enc_table).collect();
+    let mut sink = Sink {
+        buf: vec![0u16; n],
+        p: n,
+    };
+    let (mut x0, mut x1, mut x2, mut x3) = (RANS_L, RANS_L, RANS_L, RANS_L);
+    let q = n / LANES;
+    match ctx {
+        Context::None | Context::Sibling(_) => {
+            let e = |i: usize| -> &[EncSym; 256] {
+                match ctx {
+                    Context::Sibling(sib) => &enc[map[sib[i] as usize] as usize],
+                    _ => &enc[0],
+                }
+            };
+            let tail = [&mut x0, &mut x1, &mut x2, &mut x3];
+            for (k, st) in tail.into_iter().enumerate().take(n % LANES).rev() {
+                let i = LANES * q + k;
+                *st = e(i)[syms[i] as usize].put(*st, &mut sink);
+            }
+            for j in (0..q).rev() {
+                let i = LANES * j;
+                x3 = e(i + 3)[syms[i + 3] as usize].put(x3, &mut sink);
+                x2 = e(i + 2)[syms[i + 2] as usize].put(x2, &mut sink);
+                x1 = e(i + 1)[syms[i + 1] as usize].put(x1, &mut sink);
+                x0 = e(i)[syms[i] as usize].put(x0, &mut sink);
+            }
+        }
+        Context::Previous => {
+            // Decoder order: for j in 0..q, quarters 0..3 at j; then the
+            // left-over symbols of quarter 3.
+            let mut tbl = vec![0u16; n];
+            for_each_previous(syms, |i, c| tbl[i] = map[c as usize]);
+            let [(_, _), (s1, _), (s2, _), (s3, _)] = quarters(n);
+            let put = |i: usize, st: u32, sink: &mut Sink| {
+                enc[tbl[i] as usize][syms[i] as usize].put(st, sink)
+            };
+            for i in (s3 + q..n).rev() {
+                x3 = put(i, x3, &mut sink);
+            }
+            for j in (0..q).rev() {
+                x3 = put(s3 + j, x3, &mut sink);
+                x2 = put(s2 + j, x2, &mut sink);
+                x1 = put(s1 + j, x1, &mut sink);
+                x0 = put(j, x0, &mut sink);
+            }
+        }
+    }
+    let words = &sink.buf[sink.p..];
+    put_varint(&mut out, (4 * LANES + 2 * words.len()) as u64);
+    for st in [x0, x1, x2, x3] {
+        out.extend_from_slice(&st.to_be_bytes());
+    }
+    out.reserve(2 * words.len());
+    for w in words {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    out
+}
+
+/// Where the encoder writes its renormalization words, back to front.
+struct Sink {
+    buf: Vec<u16>,
+    p: usize,
+}
+
+/// One decoding step: the symbol in `$st`'s slot, then the state update and
+/// at most one 16-bit read.
+macro_rules! step {
+    ($tbl:expr, $st:ident, $data:ident, $pos:ident) => {{
+        let slot = $st & (PROB_SCALE - 1);
+        let e = $tbl[slot as usize];
+        let freq = ((e >> 8) & 0xFFF) + 1;
+        let start = e >> 20;
+        $st = freq
+            .wrapping_mul($st >> PROB_BITS)
+            .wrapping_add(slot)
+            .wrapping_sub(start);
+        if $st < RANS_L {
+            match $data.get($pos..$pos + 2) {
+                Some(b) => {
+                    $st = ($st << 16) | u16::from_le_bytes([b[0], b[1]]) as u32;
+                    $pos += 2;
+                }
+                None => return Err(DecodeError::corrupt("rans: stream ends early")),
+            }
+        }
+        (e & 0xFF) as u8
+    }};
+}
+
+/// Decode `n_expected` symbols, appending them to `out`. `sibling` must be
+/// given for the conditional model.
+pub(crate) fn decode<W: Word>(
+    payload: &[u8],
+    n_expected: usize,
+    previous: bool,
+    sibling: Option<&[W]>,
+    out: &mut Vec<W>,
+) -> Result<(), DecodeError> {
+    let mut r = ByteReader::new(payload);
+    let n = r.varint()? as usize;
+    if n != n_expected {
+        return Err(DecodeError::corrupt("rans: symbol count does not match"));
+    }
+    let n_own = r.varint()? as usize;
+    let contextual = previous || sibling.is_some();
+    if n_own > 256 || (!contextual && n_own > 0) {
+        return Err(DecodeError::corrupt("rans: bad context count"));
+    }
+    let mut map = [0u16; 256];
+    let mut last: i32 = -1;
+    for k in 0..n_own {
+        let c = r.u8()? as i32;
+        if c <= last {
+            return Err(DecodeError::corrupt("rans: contexts not increasing"));
+        }
+        last = c;
+        map[c as usize] = (k + 1) as u16;
+    }
+    let mut tables = Vec::with_capacity(n_own + 1);
+    for _ in 0..=n_own {
+        tables.push(FreqTable::read(&mut r)?);
+    }
+    if n == 0 {
+        return if r.remaining() == 0 {
+            Ok(())
+        } else {
+            Err(DecodeError::corrupt("rans: trailing bytes"))
+        };
+    }
+    let len = r.varint()? as usize;
+    let data = r.bytes(len)?;
+    if r.remaining() != 0 {
+        return Err(DecodeError::corrupt("rans: trailing bytes"));
+    }
+    if let Some(s) = sibling
+        && s.len() != n
+    {
+        return Err(DecodeError::corrupt("rans: sibling length differs"));
+    }
+    if data.len() < 4 * LANES || !(data.len() - 4 * LANES).is_multiple_of(2) {
+        return Err(DecodeError::corrupt("rans: bad stream length"));
+    }
+    let st = |k: usize| u32::from_be_bytes(data[4 * k..4 * k + 4].try_into().expect("4 bytes"));
+    let (mut x0, mut x1, mut x2, mut x3) = (st(0), st(1), st(2), st(3));
+    let mut pos = 4 * LANES;
+    let packed: Vec<Vec<u32>> = tables.iter().map(pack_table).collect();
+    let by_ctx: Vec<&[u32]> = (0..256).map(|c| &packed[map[c] as usize][..]).collect();
+
+    let base = out.len();
+    out.resize(base + n, W::default());
+    let o = &mut out[base..];
+    let quads = n / LANES;
+    if !contextual {
+        let t = &packed[0][..];
+        for chunk in o.chunks_exact_mut(LANES) {
+            chunk[0] = W::from_u64(step!(t, x0, data, pos) as u64);
+            chunk[1] = W::from_u64(step!(t, x1, data, pos) as u64);
+            chunk[2] = W::from_u64(step!(t, x2, data, pos) as u64);
+            chunk[3] = W::from_u64(step!(t, x3, data, pos) as u64);
+        }
+        let tail = [&mut x0, &mut x1, &mut x2, &mut x3];
+        for (k, s) in tail.into_iter().take(n % LANES).enumerate() {
+            let mut v = *s;
+            o[quads * LANES + k] = W::from_u64(step!(t, v, data, pos) as u64);
+            *s = v;
+        }
+    } else if let Some(sib) = sibling {
+        let tbl = |w: W| by_ctx[(w.to_u64() as usize).min(255)];
+        for (chunk, sc) in o.chunks_exact_mut(LANES).zip(sib.chunks_exact(LANES)) {
+            chunk[0] = W::from_u64(step!(tbl(sc[0]), x0, data, pos) as u64);
+            chunk[1] = W::from_u64(step!(tbl(sc[1]), x1, data, pos) as u64);
+            chunk[2] = W::from_u64(step!(tbl(sc[2]), x2, data, pos) as u64);
+            chunk[3] = W::from_u64(step!(tbl(sc[3]), x3, data, pos) as u64);
+        }
+        let tail = [&mut x0, &mut x1, &mut x2, &mut x3];
+        for (k, s) in tail.into_iter().take(n % LANES).enumerate() {
+            let i = quads * LANES + k;
+            let mut v = *s;
+            o[i] = W::from_u64(step!(tbl(sib[i]), v, data, pos) as u64);
+            *s = v;
+        }
+    } else {
+        // Four quarters decoded side by side, each with its own context.
+        let q = quads;
+        let (mut c0, mut c1, mut c2, mut c3) = (0u8, 0u8, 0u8, 0u8);
+        let (s0, rest) = o.split_at_mut(q);
+        let (s1, rest) = rest.split_at_mut(q);
+        let (s2, s3) = rest.split_at_mut(q);
+        for j in 0..q {
+            c0 = step!(by_ctx[c0 as usize], x0, data, pos);
+            s0[j] = W::from_u64(c0 as u64);
+            c1 = step!(by_ctx[c1 as usize], x1, data, pos);
+            s1[j] = W::from_u64(c1 as u64);
+            c2 = step!(by_ctx[c2 as usize], x2, data, pos);
+            s2[j] = W::from_u64(c2 as u64);
+            c3 = step!(by_ctx[c3 as usize], x3, data, pos);
+            s3[j] = W::from_u64(c3 as u64);
+        }
+        for j in q..s3.len() {
+            c3 = step!(by_ctx[c3 as usize], x3, data, pos);
+            s3[j] = W::from_u64(c3 as u64);
+        }
+    }
+    if pos != data.len() || [x0, x1, x2, x3].iter().any(|&s| s != RANS_L) {
+        out.truncate(base);
+        return Err(DecodeError::corrupt("rans: final state mismatch"));
+    }
+    Ok(())
+}
+
+/// Estimated size in bytes of [`encode`] for the given contexts, from
+/// counts (entropy plus table cost), without encoding.
+pub(crate) fn estimate(syms: &[u8], ctx: Context<'_>, min_ctx_count: usize) -> f64 {
+    let Counts { counts, totals } = count(syms, &ctx);
+    let nctx = counts.len();
+    let mut pooled = [0u32; 256];
+    let mut bits = 0.0;
+    let mut table_bytes = 0.0;
+    for c in 0..nctx {
+        if totals[c] == 0 {
+            continue;
+        }
+        if nctx > 1 && totals[c] >= min_ctx_count.max(1) {
+            bits += super::entropy_bits(&counts[c]);
+            table_bytes += 1.0 + super::table::estimate_table_bytes(&counts[c]);
+        } else {
+            for s in 0..256 {
+                pooled[s] += counts[c][s];
+            }
+        }
+    }
+    bits += super::entropy_bits(&pooled);
+    table_bytes += super::table::estimate_table_bytes(&pooled);
+    bits / 8.0 * 1.003 + table_bytes + 24.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn skewed(seed: u64, n: usize, alphabet: u64) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                ((x % alphabet).min((x >> 20) % alphabet)) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn quarters_round_trip_at_every_small_length() {
+        for n in 0..40 {
+            let s = skewed(n as u64, n, 7);
+            let sib = skewed(n as u64 + 1, n, 3);
+            for (ctx, prev) in [
+                (Context::None, false),
+                (Context::Previous, true),
+                (Context::Sibling(&sib), false),
+            ] {
+                let p = encode(&s, ctx, 1);
+                let mut out: Vec<u8> = Vec::new();
+                let sibling = matches!(ctx, Context::Sibling(_)).then_some(&sib[..]);
+                decode(&p, n, prev, sibling, &mut out).unwrap();
+                assert_eq!(out, s, "n={n}");
+            }
+        }
+    }
+
+    #[test]
+    fn certain_symbols_cost_nothing() {
+        // A symbol with probability 1 must not grow the state.
+        let s = vec![9u8; 100_000];
+        let p = encode(&s, Context::None, 0);
+        assert!(p.len() < 40, "{}", p.len());
+        let mut out: Vec<u8> = Vec::new();
+        decode(&p, s.len(), false, None::<&[u8]>, &mut out).unwrap();
+        assert_eq!(out, s);
+    }
+}
