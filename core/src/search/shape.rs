@@ -271,28 +271,33 @@ fn lit_fixed(codec: Codec, words: &[u64], width: u8, sibs: &[Sibling<'_>]) -> No
     }
     // The frozen codec is the sample's winner; statistics drift between
     // regions, so order-0 rANS and the cheap codecs are priced too.
+    let n = words.len();
+    let cost = |c: Codec, p: &[u8]| entropy::cost(c, p.len(), n, width);
     let mut best = (codec, entropy::encode_with(codec, words, width, sibling));
-    if max <= 255 && codec != Codec::Rans0 && entropy::estimate_rans0(words) < best.1.len() as f64 {
-        let p = entropy::encode_with(Codec::Rans0, words, width, None);
-        if p.len() < best.1.len() {
-            best = (Codec::Rans0, p);
+    let mut best_cost = cost(best.0, &best.1);
+    let mut price = |c: Codec, estimate: f64, best: &mut (Codec, Vec<u8>)| {
+        let sym = entropy::symbols(c, n, width) as f64 * entropy::SYMBOL_COST;
+        if estimate + sym < best_cost {
+            let p = entropy::encode_with(c, words, width, None);
+            if cost(c, &p) < best_cost {
+                best_cost = cost(c, &p);
+                *best = (c, p);
+            }
         }
+    };
+    if max <= 255 && codec != Codec::Rans0 {
+        price(Codec::Rans0, entropy::estimate_rans0(words), &mut best);
     }
     // A sample's few words favour small tables; a whole region can pay for
     // the packed coder's byte table (and it codes 8 / width times fewer symbols).
-    if width <= 4
-        && codec != Codec::PackedRans0
-        && entropy::estimate_packed_rans0(words, width) < best.1.len() as f64
-    {
-        let p = entropy::encode_with(Codec::PackedRans0, words, width, None);
-        if p.len() < best.1.len() {
-            best = (Codec::PackedRans0, p);
-        }
+    if width <= 4 && codec != Codec::PackedRans0 {
+        let est = entropy::estimate_packed_rans0(words, width);
+        price(Codec::PackedRans0, est, &mut best);
     }
     let k = (64 - max.leading_zeros()) as usize;
-    let pack = 1 + (words.len() * k).div_ceil(8);
-    let raw = words.len() * (width as usize).div_ceil(8);
-    if best.1.len() > pack.min(raw) {
+    let pack = 1 + (n * k).div_ceil(8);
+    let raw = n * (width as usize).div_ceil(8);
+    if best_cost > pack.min(raw) as f64 {
         let c = if pack < raw {
             Codec::BitPack
         } else {
