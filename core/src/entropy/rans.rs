@@ -69,42 +69,34 @@ fn for_each_previous(syms: &[u8], mut f: impl FnMut(usize, u8)) {
     }
 }
 
-/// Division-free encoder entry for one symbol (ryg_rans' reciprocal form).
+/// Division-free encoder entry for one symbol. States reach 2^32 here (not
+/// 2^31 as with byte renormalization), where ryg_rans' 32-bit reciprocal is
+/// no longer exact; this uses the exact 33-bit one (Granlund-Montgomery):
+/// `x / freq == (((x * m) >> 32) + x) >> shift` for every `x < 2^32`, with
+/// `shift = ceil(log2 freq)` and `m = ceil(2^(32 + shift) / freq) - 2^32`.
 #[derive(Clone, Copy, Default)]
 struct EncSym {
     x_max: u32,
-    rcp_freq: u32,
-    bias: u32,
+    m: u32,
+    shift: u32,
+    start: u32,
     cmpl_freq: u32,
-    rcp_shift: u32,
 }
 
 impl EncSym {
     fn new(start: u32, freq: u32) -> EncSym {
+        debug_assert!((1..=PROB_SCALE).contains(&freq));
         // Largest state that stays below 2^32 after coding the symbol.
         let x_max = ((RANS_L >> PROB_BITS) << 16).wrapping_mul(freq);
         let x_max = if freq == PROB_SCALE { u32::MAX } else { x_max };
-        let cmpl_freq = PROB_SCALE - freq;
-        if freq < 2 {
-            EncSym {
-                x_max,
-                rcp_freq: u32::MAX,
-                bias: start + PROB_SCALE - 1,
-                cmpl_freq,
-                rcp_shift: 0,
-            }
-        } else {
-            let mut shift = 0;
-            while freq > (1u32 << shift) {
-                shift += 1;
-            }
-            EncSym {
-                x_max,
-                rcp_freq: (1u64 << (shift + 31)).div_ceil(freq as u64) as u32,
-                bias: start,
-                cmpl_freq,
-                rcp_shift: shift - 1,
-            }
+        let shift = 32 - (freq - 1).leading_zeros();
+        let m = ((1u64 << (32 + shift)).div_ceil(freq as u64) - (1u64 << 32)) as u32;
+        EncSym {
+            x_max,
+            m,
+            shift,
+            start,
+            cmpl_freq: PROB_SCALE - freq,
         }
     }
 
@@ -115,8 +107,8 @@ impl EncSym {
             out.buf[out.p] = x as u16;
             x >>= 16;
         }
-        let q = (((x as u64) * self.rcp_freq as u64) >> 32) as u32 >> self.rcp_shift;
-        x.wrapping_add(self.bias)
+        let q = ((((x as u64 * self.m as u64) >> 32) + x as u64) >> self.shift) as u32;
+        x.wrapping_add(self.start)
             .wrapping_add(q.wrapping_mul(self.cmpl_freq))
     }
 }
@@ -512,5 +504,67 @@ mod tests {
         let mut out: Vec<u8> = Vec::new();
         decode(&p, s.len(), false, None::<&[u8]>, &mut out).unwrap();
         assert_eq!(out, s);
+    }
+}
+
+#[cfg(test)]
+mod division {
+    use super::*;
+
+    #[test]
+    fn reciprocal_is_exact_for_every_frequency_up_to_2_pow_32() {
+        let mut r = 0x1234_5678_9abc_def1u64;
+        for freq in 1..=PROB_SCALE {
+            let e = EncSym::new(0, freq);
+            let mut xs = vec![
+                0u32,
+                1,
+                freq - 1,
+                freq,
+                u32::MAX,
+                u32::MAX - 1,
+                1 << 31,
+                (1 << 31) - 1,
+            ];
+            for _ in 0..64 {
+                r ^= r << 13;
+                r ^= r >> 7;
+                r ^= r << 17;
+                xs.push(r as u32 | 0x8000_0000);
+            }
+            for x in xs {
+                let q = ((((x as u64 * e.m as u64) >> 32) + x as u64) >> e.shift) as u32;
+                assert_eq!(q, x / freq, "x={x} freq={freq}");
+            }
+        }
+    }
+
+    #[test]
+    fn skewed_tables_round_trip() {
+        // Near-certain symbols keep states near 2^32, where a 32-bit
+        // reciprocal is off by one (found on human-tfjs centernet).
+        let mut x = 7u64;
+        for (n, rare) in [(100_000usize, 4000u64), (36_864, 300), (132_480, 50)] {
+            let sib: Vec<u8> = (0..n).map(|i| (i % 3 == 0) as u8 * 128).collect();
+            let s: Vec<u8> = (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    if x % rare == 0 { (x >> 32) as u8 } else { 3 }
+                })
+                .collect();
+            for (ctx, prev) in [
+                (Context::None, false),
+                (Context::Previous, true),
+                (Context::Sibling(&sib), false),
+            ] {
+                let p = encode(&s, ctx, 512);
+                let mut out: Vec<u8> = Vec::new();
+                let sibling = matches!(ctx, Context::Sibling(_)).then_some(&sib[..]);
+                decode(&p, n, prev, sibling, &mut out).unwrap();
+                assert_eq!(out, s, "n={n}");
+            }
+        }
     }
 }
