@@ -551,7 +551,11 @@ mod division {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    if x % rare == 0 { (x >> 32) as u8 } else { 3 }
+                    if x.is_multiple_of(rare) {
+                        (x >> 32) as u8
+                    } else {
+                        3
+                    }
                 })
                 .collect();
             for (ctx, prev) in [
