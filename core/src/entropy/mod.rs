@@ -280,60 +280,72 @@ pub fn encode_best(
             *best = (c, cost, Some(p));
         }
     };
-    let sym = |c: Codec| symbols(c, n, width) as f64 * SYMBOL_COST;
+    // A rANS candidate is encoded only when its estimate (from the same
+    // counts) is within `margin` of the best so far.
+    let try_rans = |c: Codec,
+                    syms: &[u8],
+                    ctx: Context<'_>,
+                    counts: &rans::Counts,
+                    min_ctx: usize,
+                    margin: f64,
+                    best: &mut (Codec, f64, Option<Vec<u8>>)| {
+        let est = rans::estimate_counted(counts, min_ctx);
+        let symbols = symbols(c, n, width) as f64 * SYMBOL_COST;
+        if est + symbols < best.1 * margin {
+            consider(c, rans::encode_counted(syms, ctx, counts, min_ctx), best);
+        }
+    };
     if max < 256 && n >= 16 {
         // Huffman's size is exact from its code lengths; rANS is encoded
         // only when its estimate is competitive. Only winners are encoded.
-        let mut counts = [0u32; 256];
-        for &w in words {
-            counts[w as usize] += 1;
-        }
-        let huff = huffman::exact_size(&counts);
-        if cost(Codec::Huffman, huff, n, width) < best.1 {
-            best = (Codec::Huffman, cost(Codec::Huffman, huff, n, width), None);
-        }
         let syms = to_bytes(words);
-        if rans::estimate(&syms, Context::None, 0) + sym(Codec::Rans0) < best.1 * 1.02 {
-            consider(
-                Codec::Rans0,
-                rans::encode(&syms, Context::None, 0),
-                &mut best,
-            );
+        let counts0 = rans::count(&syms, &Context::None);
+        let huff = cost(
+            Codec::Huffman,
+            huffman::exact_size(&counts0.counts[0]),
+            n,
+            width,
+        );
+        if huff < best.1 {
+            best = (Codec::Huffman, huff, None);
         }
+        try_rans(
+            Codec::Rans0,
+            &syms,
+            Context::None,
+            &counts0,
+            0,
+            1.02,
+            &mut best,
+        );
         if width <= 4 && n >= 64 {
             let packed = pack_bits(words, width as u32);
-            if rans::estimate(&packed, Context::None, 0) + sym(Codec::PackedRans0) < best.1 * 1.02 {
-                consider(
-                    Codec::PackedRans0,
-                    rans::encode(&packed, Context::None, 0),
-                    &mut best,
-                );
-            }
+            let counts = rans::count(&packed, &Context::None);
+            try_rans(
+                Codec::PackedRans0,
+                &packed,
+                Context::None,
+                &counts,
+                0,
+                1.02,
+                &mut best,
+            );
         }
         // Context coders need many words to pay for their tables.
         if opts.context && n >= 8192 {
             let min_ctx = (n / 512).max(512);
-            let est0 = best.1 - sym(Codec::Rans1);
-            if rans::estimate(&syms, Context::Previous, min_ctx) < est0 * 0.995 {
-                consider(
-                    Codec::Rans1,
-                    rans::encode(&syms, Context::Previous, min_ctx),
-                    &mut best,
-                );
-            }
+            let ctx = Context::Previous;
+            let counts = rans::count(&syms, &ctx);
+            try_rans(Codec::Rans1, &syms, ctx, &counts, min_ctx, 0.995, &mut best);
             for s in siblings {
                 if s.width > 8 || s.words.len() != n {
                     continue;
                 }
                 let sib = to_bytes(s.words);
                 let ctx = Context::Sibling(&sib);
-                if rans::estimate(&syms, ctx, min_ctx) + sym(Codec::Rans1) < best.1 * 0.995 {
-                    consider(
-                        Codec::RansCond { sibling: s.index },
-                        rans::encode(&syms, ctx, min_ctx),
-                        &mut best,
-                    );
-                }
+                let counts = rans::count(&syms, &ctx);
+                let c = Codec::RansCond { sibling: s.index };
+                try_rans(c, &syms, ctx, &counts, min_ctx, 0.995, &mut best);
             }
         }
     }
@@ -719,7 +731,7 @@ mod tests {
         assert!(p.len() < words.len() / 8 / 3, "{}", p.len());
     }
 
-    fn skewed(seed: u64, n: usize, alphabet: u64) -> Vec<u64> {
+    pub(crate) fn skewed(seed: u64, n: usize, alphabet: u64) -> Vec<u64> {
         let mut x = seed | 1;
         (0..n)
             .map(|_| {
@@ -814,17 +826,23 @@ mod tests {
     #[test]
     fn corrupt_payloads_error_or_differ_never_panic() {
         let words = skewed(11, 3000, 100);
-        for c in all_codecs() {
-            let p = encode_with(c, &words, 8, Some(&words));
+        let narrow = skewed(12, 3000, 4);
+        let cases = all_codecs().into_iter().map(|c| (c, 8, &words)).chain([(
+            Codec::PackedRans0,
+            2,
+            &narrow,
+        )]);
+        for (c, width, words) in cases {
+            let p = encode_with(c, words, width, Some(words));
             for cut in 0..p.len().min(64) {
                 let mut out: Vec<u64> = Vec::new();
-                let _ = decode(c, &p[..cut], 8, words.len(), Some(&words), &mut out);
+                let _ = decode(c, &p[..cut], width, words.len(), Some(words), &mut out);
             }
             for i in 0..p.len().min(200) {
                 let mut q = p.clone();
                 q[i] ^= 0x5A;
                 let mut out: Vec<u64> = Vec::new();
-                let _ = decode(c, &q, 8, words.len(), Some(&words), &mut out);
+                let _ = decode(c, &q, width, words.len(), Some(words), &mut out);
             }
         }
     }

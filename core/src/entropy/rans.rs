@@ -107,9 +107,15 @@ impl EncSym {
             out.buf[out.p] = x as u16;
             x >>= 16;
         }
-        let q = ((((x as u64 * self.m as u64) >> 32) + x as u64) >> self.shift) as u32;
+        let q = self.quotient(x);
         x.wrapping_add(self.start)
             .wrapping_add(q.wrapping_mul(self.cmpl_freq))
+    }
+
+    /// `x / freq`, exact for every `x < 2^32`.
+    #[inline(always)]
+    fn quotient(&self, x: u32) -> u32 {
+        ((((x as u64 * self.m as u64) >> 32) + x as u64) >> self.shift) as u32
     }
 }
 
@@ -134,13 +140,107 @@ fn pack_table(t: &FreqTable) -> Vec<u32> {
         .collect()
 }
 
-/// Per-context symbol counts and which contexts get a table of their own.
-struct Counts {
-    counts: Vec<[u32; 256]>,
-    totals: Vec<usize>,
+/// Symbol counts per context (one context for order 0, 256 otherwise).
+pub(crate) struct Counts {
+    pub counts: Vec<[u32; 256]>,
+    pub totals: Vec<usize>,
 }
 
-fn count(syms: &[u8], ctx: &Context<'_>) -> Counts {
+impl Counts {
+    /// Counts from per-context histograms.
+    pub fn new(counts: Vec<[u32; 256]>) -> Counts {
+        let totals = counts
+            .iter()
+            .map(|c| c.iter().map(|&x| x as usize).sum())
+            .collect();
+        Counts { counts, totals }
+    }
+
+    /// Does context `c` get a table of its own (else it shares table 0)?
+    fn own(&self, c: usize, min_ctx_count: usize) -> bool {
+        self.counts.len() > 1 && self.totals[c] >= min_ctx_count.max(1)
+    }
+}
+
+/// The context -> table map and the tables: the header of a payload
+/// (shared with format v1, whose header is the same).
+pub(crate) struct Model {
+    /// For each context value, index into `tables` (0 = the shared table).
+    pub map: [u16; 256],
+    /// Contexts with a table of their own, increasing.
+    own: Vec<u8>,
+    pub tables: Vec<FreqTable>,
+}
+
+impl Model {
+    /// Contexts seen at least `min_ctx_count` times get their own table; the
+    /// rest pool into table 0.
+    pub fn build(c: &Counts, min_ctx_count: usize) -> Model {
+        let mut map = [0u16; 256];
+        let mut own = Vec::new();
+        let mut pooled = [0u32; 256];
+        let mut tables = vec![FreqTable::empty()];
+        for (ctx, counts) in c.counts.iter().enumerate() {
+            if c.own(ctx, min_ctx_count) {
+                own.push(ctx as u8);
+                map[ctx] = tables.len() as u16;
+                tables.push(FreqTable::from_counts(counts));
+            } else {
+                for s in 0..256 {
+                    pooled[s] += counts[s];
+                }
+            }
+        }
+        tables[0] = FreqTable::from_counts(&pooled);
+        Model { map, own, tables }
+    }
+
+    /// `varint n`, `varint own`, the own context bytes, the tables.
+    pub fn write(&self, n: usize, out: &mut Vec<u8>) {
+        put_varint(out, n as u64);
+        put_varint(out, self.own.len() as u64);
+        out.extend_from_slice(&self.own);
+        for t in &self.tables {
+            t.write(out);
+        }
+    }
+
+    /// Parse a header written by [`Model::write`] for `n_expected` symbols.
+    pub fn read(
+        r: &mut ByteReader<'_>,
+        n_expected: usize,
+        contextual: bool,
+    ) -> Result<Model, DecodeError> {
+        let n = r.varint()?;
+        if n != n_expected as u64 {
+            return Err(DecodeError::corrupt("rans: symbol count does not match"));
+        }
+        let n_own = r.varint()? as usize;
+        if n_own > 256 || (!contextual && n_own > 0) {
+            return Err(DecodeError::corrupt("rans: bad context count"));
+        }
+        let own = r.bytes(n_own)?.to_vec();
+        if own.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(DecodeError::corrupt("rans: contexts not increasing"));
+        }
+        let mut map = [0u16; 256];
+        for (k, &c) in own.iter().enumerate() {
+            map[c as usize] = (k + 1) as u16;
+        }
+        let tables = (0..=n_own)
+            .map(|_| FreqTable::read(r))
+            .collect::<Result<_, _>>()?;
+        Ok(Model { map, own, tables })
+    }
+
+    /// Decoder lookup tables, one per context value.
+    pub fn packed(&self) -> Vec<Vec<u32>> {
+        self.tables.iter().map(pack_table).collect()
+    }
+}
+
+/// Count `syms` under `ctx`.
+pub(crate) fn count(syms: &[u8], ctx: &Context<'_>) -> Counts {
     let nctx = if matches!(ctx, Context::None) { 1 } else { 256 };
     let mut counts = vec![[0u32; 256]; nctx];
     match ctx {
@@ -170,56 +270,33 @@ fn count(syms: &[u8], ctx: &Context<'_>) -> Counts {
             for_each_previous(syms, |i, c| counts[c as usize][syms[i] as usize] += 1);
         }
     }
-    let totals = counts
-        .iter()
-        .map(|c| c.iter().map(|&x| x as usize).sum())
-        .collect();
-    Counts { counts, totals }
+    Counts::new(counts)
 }
 
 /// Encode byte symbols with contexts. `min_ctx_count` is the count below
 /// which a context shares the fallback table (ignored for `None`).
 pub(crate) fn encode(syms: &[u8], ctx: Context<'_>, min_ctx_count: usize) -> Vec<u8> {
+    encode_counted(syms, ctx, &count(syms, &ctx), min_ctx_count)
+}
+
+/// [`encode`] with the counts of `syms` under `ctx` already taken.
+pub(crate) fn encode_counted(
+    syms: &[u8],
+    ctx: Context<'_>,
+    counts: &Counts,
+    min_ctx_count: usize,
+) -> Vec<u8> {
     let n = syms.len();
     if let Context::Sibling(s) = ctx {
         assert_eq!(s.len(), n, "sibling length");
     }
-    let Counts { counts, totals } = count(syms, &ctx);
-    let nctx = counts.len();
-    // Contexts with their own table; the rest pool into the fallback (table 0).
-    let mut map = [0u16; 256];
-    let mut own: Vec<usize> = Vec::new();
-    if nctx > 1 {
-        own = (0..nctx)
-            .filter(|&c| totals[c] >= min_ctx_count.max(1))
-            .collect();
-    }
-    let mut pooled = [0u32; 256];
-    for c in 0..nctx {
-        if nctx == 1 || totals[c] < min_ctx_count.max(1) {
-            for s in 0..256 {
-                pooled[s] += counts[c][s];
-            }
-        }
-    }
-    let mut tables = vec![FreqTable::from_counts(&pooled)];
-    for (k, &c) in own.iter().enumerate() {
-        map[c] = (k + 1) as u16;
-        tables.push(FreqTable::from_counts(&counts[c]));
-    }
-
+    let model = Model::build(counts, min_ctx_count);
     let mut out = Vec::with_capacity(n / 2 + 64);
-    put_varint(&mut out, n as u64);
-    put_varint(&mut out, own.len() as u64);
-    for &c in &own {
-        out.push(c as u8);
-    }
-    for t in &tables {
-        t.write(&mut out);
-    }
+    model.write(n, &mut out);
     if n == 0 {
         return out;
     }
+    let (map, tables) = (&model.map, &model.tables);
     // Encode backwards (the reverse of the decoder's order): each symbol
     // emits at most one u16, written from the end of `buf` down.
     let enc: Vec<[EncSym; 256]> = tables.iter().map(enc_table).collect();
@@ -323,29 +400,9 @@ pub(crate) fn decode<W: Word>(
     out: &mut Vec<W>,
 ) -> Result<(), DecodeError> {
     let mut r = ByteReader::new(payload);
-    let n = r.varint()? as usize;
-    if n != n_expected {
-        return Err(DecodeError::corrupt("rans: symbol count does not match"));
-    }
-    let n_own = r.varint()? as usize;
+    let n = n_expected;
     let contextual = previous || sibling.is_some();
-    if n_own > 256 || (!contextual && n_own > 0) {
-        return Err(DecodeError::corrupt("rans: bad context count"));
-    }
-    let mut map = [0u16; 256];
-    let mut last: i32 = -1;
-    for k in 0..n_own {
-        let c = r.u8()? as i32;
-        if c <= last {
-            return Err(DecodeError::corrupt("rans: contexts not increasing"));
-        }
-        last = c;
-        map[c as usize] = (k + 1) as u16;
-    }
-    let mut tables = Vec::with_capacity(n_own + 1);
-    for _ in 0..=n_own {
-        tables.push(FreqTable::read(&mut r)?);
-    }
+    let model = Model::read(&mut r, n, contextual)?;
     if n == 0 {
         return if r.remaining() == 0 {
             Ok(())
@@ -369,8 +426,10 @@ pub(crate) fn decode<W: Word>(
     let st = |k: usize| u32::from_be_bytes(data[4 * k..4 * k + 4].try_into().expect("4 bytes"));
     let (mut x0, mut x1, mut x2, mut x3) = (st(0), st(1), st(2), st(3));
     let mut pos = 4 * LANES;
-    let packed: Vec<Vec<u32>> = tables.iter().map(pack_table).collect();
-    let by_ctx: Vec<&[u32]> = (0..256).map(|c| &packed[map[c] as usize][..]).collect();
+    let packed = model.packed();
+    let by_ctx: Vec<&[u32]> = (0..256)
+        .map(|c| &packed[model.map[c] as usize][..])
+        .collect();
 
     let base = out.len();
     out.resize(base + n, W::default());
@@ -437,21 +496,24 @@ pub(crate) fn decode<W: Word>(
 /// Estimated size in bytes of [`encode`] for the given contexts, from
 /// counts (entropy plus table cost), without encoding.
 pub(crate) fn estimate(syms: &[u8], ctx: Context<'_>, min_ctx_count: usize) -> f64 {
-    let Counts { counts, totals } = count(syms, &ctx);
-    let nctx = counts.len();
+    estimate_counted(&count(syms, &ctx), min_ctx_count)
+}
+
+/// [`estimate`] from counts already taken.
+pub(crate) fn estimate_counted(c: &Counts, min_ctx_count: usize) -> f64 {
     let mut pooled = [0u32; 256];
     let mut bits = 0.0;
     let mut table_bytes = 0.0;
-    for c in 0..nctx {
-        if totals[c] == 0 {
+    for (ctx, counts) in c.counts.iter().enumerate() {
+        if c.totals[ctx] == 0 {
             continue;
         }
-        if nctx > 1 && totals[c] >= min_ctx_count.max(1) {
-            bits += super::entropy_bits(&counts[c]);
-            table_bytes += 1.0 + super::table::estimate_table_bytes(&counts[c]);
+        if c.own(ctx, min_ctx_count) {
+            bits += super::entropy_bits(counts);
+            table_bytes += 1.0 + super::table::estimate_table_bytes(counts);
         } else {
             for s in 0..256 {
-                pooled[s] += counts[c][s];
+                pooled[s] += counts[s];
             }
         }
     }
@@ -463,35 +525,34 @@ pub(crate) fn estimate(syms: &[u8], ctx: Context<'_>, min_ctx_count: usize) -> f
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::entropy::tests::skewed;
 
-    fn skewed(seed: u64, n: usize, alphabet: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                ((x % alphabet).min((x >> 20) % alphabet)) as u8
-            })
+    fn bytes(seed: u64, n: usize, alphabet: u64) -> Vec<u8> {
+        skewed(seed, n, alphabet)
+            .into_iter()
+            .map(|w| w as u8)
             .collect()
+    }
+
+    /// `s` through order 0, order 1 and conditioned on `sib`.
+    fn round_trip_every_model(s: &[u8], sib: &[u8], min_ctx_count: usize) {
+        for (ctx, prev) in [
+            (Context::None, false),
+            (Context::Previous, true),
+            (Context::Sibling(sib), false),
+        ] {
+            let p = encode(s, ctx, min_ctx_count);
+            let mut out: Vec<u8> = Vec::new();
+            let sibling = matches!(ctx, Context::Sibling(_)).then_some(sib);
+            decode(&p, s.len(), prev, sibling, &mut out).unwrap();
+            assert_eq!(out, s, "n={}", s.len());
+        }
     }
 
     #[test]
     fn quarters_round_trip_at_every_small_length() {
         for n in 0..40 {
-            let s = skewed(n as u64, n, 7);
-            let sib = skewed(n as u64 + 1, n, 3);
-            for (ctx, prev) in [
-                (Context::None, false),
-                (Context::Previous, true),
-                (Context::Sibling(&sib), false),
-            ] {
-                let p = encode(&s, ctx, 1);
-                let mut out: Vec<u8> = Vec::new();
-                let sibling = matches!(ctx, Context::Sibling(_)).then_some(&sib[..]);
-                decode(&p, n, prev, sibling, &mut out).unwrap();
-                assert_eq!(out, s, "n={n}");
-            }
+            round_trip_every_model(&bytes(n as u64, n, 7), &bytes(n as u64 + 1, n, 3), 1);
         }
     }
 
@@ -505,19 +566,17 @@ mod tests {
         decode(&p, s.len(), false, None::<&[u8]>, &mut out).unwrap();
         assert_eq!(out, s);
     }
-}
-
-#[cfg(test)]
-mod division {
-    use super::*;
 
     #[test]
     fn reciprocal_is_exact_for_every_frequency_up_to_2_pow_32() {
-        let mut r = 0x1234_5678_9abc_def1u64;
+        let high: Vec<u32> = skewed(0x1234_5678, 64, u64::MAX)
+            .into_iter()
+            .map(|w| w as u32 | 0x8000_0000)
+            .collect();
         for freq in 1..=PROB_SCALE {
             let e = EncSym::new(0, freq);
-            let mut xs = vec![
-                0u32,
+            let edges = [
+                0,
                 1,
                 freq - 1,
                 freq,
@@ -526,15 +585,8 @@ mod division {
                 1 << 31,
                 (1 << 31) - 1,
             ];
-            for _ in 0..64 {
-                r ^= r << 13;
-                r ^= r >> 7;
-                r ^= r << 17;
-                xs.push(r as u32 | 0x8000_0000);
-            }
-            for x in xs {
-                let q = ((((x as u64 * e.m as u64) >> 32) + x as u64) >> e.shift) as u32;
-                assert_eq!(q, x / freq, "x={x} freq={freq}");
+            for &x in edges.iter().chain(&high) {
+                assert_eq!(e.quotient(x), x / freq, "x={x} freq={freq}");
             }
         }
     }
@@ -543,32 +595,14 @@ mod division {
     fn skewed_tables_round_trip() {
         // Near-certain symbols keep states near 2^32, where a 32-bit
         // reciprocal is off by one (found on human-tfjs centernet).
-        let mut x = 7u64;
         for (n, rare) in [(100_000usize, 4000u64), (36_864, 300), (132_480, 50)] {
             let sib: Vec<u8> = (0..n).map(|i| (i % 3 == 0) as u8 * 128).collect();
-            let s: Vec<u8> = (0..n)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    if x.is_multiple_of(rare) {
-                        (x >> 32) as u8
-                    } else {
-                        3
-                    }
-                })
+            let s: Vec<u8> = bytes(n as u64, n, rare)
+                .iter()
+                .enumerate()
+                .map(|(i, &r)| if r == 0 { (i * 31) as u8 } else { 3 })
                 .collect();
-            for (ctx, prev) in [
-                (Context::None, false),
-                (Context::Previous, true),
-                (Context::Sibling(&sib), false),
-            ] {
-                let p = encode(&s, ctx, 512);
-                let mut out: Vec<u8> = Vec::new();
-                let sibling = matches!(ctx, Context::Sibling(_)).then_some(&sib[..]);
-                decode(&p, n, prev, sibling, &mut out).unwrap();
-                assert_eq!(out, s, "n={n}");
-            }
+            round_trip_every_model(&s, &sib, 512);
         }
     }
 }

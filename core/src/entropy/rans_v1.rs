@@ -11,7 +11,12 @@
 
 #[cfg(test)]
 use super::put_varint;
-use super::table::{FreqTable, PROB_BITS, PROB_SCALE};
+#[cfg(test)]
+use super::rans::Counts;
+use super::rans::Model;
+#[cfg(test)]
+use super::table::FreqTable;
+use super::table::{PROB_BITS, PROB_SCALE};
 use super::{ByteReader, Word};
 use crate::error::DecodeError;
 
@@ -112,24 +117,6 @@ fn enc_table(t: &FreqTable) -> Vec<EncSym> {
         .collect()
 }
 
-/// The model: a context -> table map (256 slots) and the tables.
-struct Model {
-    /// For each context value, index into `tables`.
-    map: Vec<u16>,
-    tables: Vec<FreqTable>,
-}
-
-/// Decoder lookup table: for each slot, `sym | (freq-1) << 8 | start << 20`.
-fn pack_table(t: &FreqTable) -> Vec<u32> {
-    (0..PROB_SCALE)
-        .map(|slot| {
-            let s = t.slot_symbol(slot) as usize;
-            let f = (t.freq[s] as u32).clamp(1, PROB_SCALE);
-            s as u32 | (f - 1) << 8 | ((t.cum[s] as u32) & 0xFFF) << 20
-        })
-        .collect()
-}
-
 #[cfg(test)]
 /// Encode `syms` (each < 256) with contexts. `min_ctx_count` is the count
 /// below which a context shares the fallback table (ignored for `None`).
@@ -141,50 +128,17 @@ pub(crate) fn encode(syms: &[u64], ctx: Context<'_>, min_ctx_count: usize) -> Ve
     };
     // Count per context.
     let mut counts = vec![[0u32; 256]; nctx];
-    let mut totals = vec![0usize; nctx];
     for i in 0..n {
-        let c = ctx.at(syms, i);
-        counts[c][syms[i] as usize] += 1;
-        totals[c] += 1;
+        counts[ctx.at(syms, i)][syms[i] as usize] += 1;
     }
-    // Contexts with their own table; the rest pool into the fallback (table 0).
-    let mut map = vec![0u16; nctx];
-    let mut own: Vec<usize> = Vec::new();
-    if nctx > 1 {
-        for c in 0..nctx {
-            if totals[c] >= min_ctx_count.max(1) {
-                own.push(c);
-            }
-        }
-    }
-    let mut pooled = [0u32; 256];
-    for c in 0..nctx {
-        if !own.contains(&c) {
-            for s in 0..256 {
-                pooled[s] += counts[c][s];
-            }
-        }
-    }
-    let mut tables = vec![FreqTable::from_counts(&pooled)];
-    for (k, &c) in own.iter().enumerate() {
-        map[c] = (k + 1) as u16;
-        tables.push(FreqTable::from_counts(&counts[c]));
-    }
-
+    let model = Model::build(&Counts::new(counts), min_ctx_count);
     let mut out = Vec::with_capacity(n / 2 + 64);
-    // Header: n, number of own contexts and their ids, then the tables.
-    put_varint(&mut out, n as u64);
-    put_varint(&mut out, own.len() as u64);
-    for &c in &own {
-        out.push(c as u8);
-    }
-    for t in &tables {
-        t.write(&mut out);
-    }
+    model.write(n, &mut out);
     if n == 0 {
         return out;
     }
     // Encode backwards into a reversed byte buffer.
+    let (map, tables) = (&model.map, &model.tables);
     let enc: Vec<Vec<EncSym>> = tables.iter().map(enc_table).collect();
     let mut rev: Vec<u8> = Vec::with_capacity(n / 2 + 16);
     let mut x = [RANS_L; LANES];
@@ -223,30 +177,9 @@ pub(crate) fn decode<W: Word>(
     out: &mut Vec<W>,
 ) -> Result<(), DecodeError> {
     let mut r = ByteReader::new(payload);
-    let n = r.varint()? as usize;
-    if n != n_expected {
-        return Err(DecodeError::corrupt("rans: symbol count does not match"));
-    }
-    let n_own = r.varint()? as usize;
+    let n = n_expected;
     let contextual = previous || sibling.is_some();
-    if n_own > 256 || (!contextual && n_own > 0) {
-        return Err(DecodeError::corrupt("rans: bad context count"));
-    }
-    let mut map = vec![0u16; 256];
-    let mut last: i32 = -1;
-    for k in 0..n_own {
-        let c = r.u8()? as i32;
-        if c <= last {
-            return Err(DecodeError::corrupt("rans: contexts not increasing"));
-        }
-        last = c;
-        map[c as usize] = (k + 1) as u16;
-    }
-    let mut tables = Vec::with_capacity(n_own + 1);
-    for _ in 0..=n_own {
-        tables.push(FreqTable::read(&mut r)?);
-    }
-    let model = Model { map, tables };
+    let model = Model::read(&mut r, n, contextual)?;
     if n == 0 {
         return if r.remaining() == 0 {
             Ok(())
@@ -276,7 +209,7 @@ pub(crate) fn decode<W: Word>(
     out.reserve(n);
     let mask = PROB_SCALE - 1;
     // One packed lookup per symbol: sym | (freq-1) << 8 | start << 20.
-    let packed: Vec<Vec<u32>> = model.tables.iter().map(pack_table).collect();
+    let packed = model.packed();
     macro_rules! step {
         ($tbl:expr, $st:ident) => {{
             let slot = $st & mask;

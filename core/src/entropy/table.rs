@@ -18,7 +18,7 @@ pub(crate) struct FreqTable {
 
 impl FreqTable {
     /// An empty table (no symbol can be coded with it).
-    fn empty() -> FreqTable {
+    pub fn empty() -> FreqTable {
         FreqTable {
             freq: [0; 256],
             cum: [0; 257],
