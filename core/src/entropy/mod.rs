@@ -507,7 +507,9 @@ pub fn decode<W: Word>(
 ) -> Result<(), DecodeError> {
     debug_assert!(std::mem::size_of::<W>() == 8 || width <= 8);
     let start = out.len();
+    // Entropy-coded symbols are < 256; unpacked words are < 2^width already.
     let mut symbols = false;
+    let mut fits = false;
     match codec {
         Codec::Raw => {
             let bpw = bytes_per_word(width);
@@ -528,6 +530,7 @@ pub fn decode<W: Word>(
                 return Err(DecodeError::corrupt("bitpack: wrong length"));
             }
             unpack_words(data, k, n, out);
+            fits = true;
         }
         Codec::Huffman => {
             huffman::decode(payload, n, out)?;
@@ -559,7 +562,7 @@ pub fn decode<W: Word>(
                 return Err(DecodeError::corrupt("packed rANS: padding bits set"));
             }
             unpack_words(&bytes, k as u32, n, out);
-            symbols = true;
+            fits = true;
         }
         Codec::Rans0V1 => {
             rans_v1::decode(payload, n, false, None, out)?;
@@ -588,7 +591,9 @@ pub fn decode<W: Word>(
     }
     // Words must fit the width (symbols are < 256 by construction; whole
     // bytes fit a width that is a multiple of 8).
-    let needs_check = if symbols {
+    let needs_check = if fits {
+        false
+    } else if symbols {
         width < 8
     } else {
         width < 64 && !width.is_multiple_of(8)
@@ -612,6 +617,17 @@ fn unpack_words<W: Word>(data: &[u8], k: u32, n: usize, out: &mut Vec<W>) {
         return;
     }
     let k = k as usize;
+    match k {
+        1 => return unpack_small::<1, W>(data, o),
+        2 => return unpack_small::<2, W>(data, o),
+        3 => return unpack_small::<3, W>(data, o),
+        4 => return unpack_small::<4, W>(data, o),
+        5 => return unpack_small::<5, W>(data, o),
+        6 => return unpack_small::<6, W>(data, o),
+        7 => return unpack_small::<7, W>(data, o),
+        8 => return unpack_small::<8, W>(data, o),
+        _ => {}
+    }
     if k > 56 {
         let mask: u128 = (1u128 << k) - 1;
         let (mut acc, mut nacc, mut pos) = (0u128, 0usize, 0usize);
@@ -648,6 +664,39 @@ fn unpack_words<W: Word>(data: &[u8], k: u32, n: usize, out: &mut Vec<W>) {
             let bit = i * k - first * 8;
             *w = W::from_u64((load(&tail, bit >> 3) >> (bit & 7)) & mask);
         }
+    }
+}
+
+/// [`unpack_words`] for `K <= 8`: every 8 words are the `K` bytes of one
+/// 64-bit load (a zero-padded copy for the last ones).
+fn unpack_small<const K: usize, W: Word>(data: &[u8], o: &mut [W]) {
+    let mask = (1u64 << K) - 1;
+    let group = |v: u64, chunk: &mut [W]| {
+        for (j, w) in chunk.iter_mut().enumerate() {
+            *w = W::from_u64((v >> (j * K)) & mask);
+        }
+    };
+    // Groups whose 8-byte load stays inside `data`, then the rest from a
+    // zero-padded copy of the tail.
+    let fast = if data.len() >= 8 {
+        ((data.len() - 8) / K + 1).min(o.len().div_ceil(8))
+    } else {
+        0
+    };
+    let (head, rest) = o.split_at_mut((fast * 8).min(o.len()));
+    for (g, chunk) in head.chunks_mut(8).enumerate() {
+        group(
+            u64::from_le_bytes(data[g * K..g * K + 8].try_into().expect("8")),
+            chunk,
+        );
+    }
+    let mut tail = data[(fast * K).min(data.len())..].to_vec();
+    tail.resize(tail.len() + 8, 0);
+    for (g, chunk) in rest.chunks_mut(8).enumerate() {
+        group(
+            u64::from_le_bytes(tail[g * K..g * K + 8].try_into().expect("8")),
+            chunk,
+        );
     }
 }
 

@@ -31,34 +31,25 @@ const LANES: usize = 4;
 pub(crate) enum Context<'a> {
     /// One table for all symbols.
     None,
-    /// The previous symbol of the same quarter of the stream.
+    /// The previous symbol of the same segment of the stream.
     Previous,
     /// The word of a sibling stream at the same index.
     Sibling(&'a [u8]),
 }
 
-/// Where order-1 quarter `k` starts, for `n` symbols: quarters 0..3 hold
-/// `n / 4` symbols each and the last also the `n % 4` left over.
-#[inline]
-fn quarter_start(n: usize, k: usize) -> usize {
-    k * (n / LANES)
-}
-
-/// The order-1 quarters of `n` symbols as `(start, len)`.
-fn quarters(n: usize) -> [(usize, usize); LANES] {
+/// The order-1 segments of `n` symbols as `(start, len)`: one per state,
+/// each `n / LANES` long, the last also holding the `n % LANES` left over.
+fn segments(n: usize) -> [(usize, usize); LANES] {
     let q = n / LANES;
-    let mut r = [(0, q); LANES];
-    for (k, e) in r.iter_mut().enumerate() {
-        e.0 = quarter_start(n, k);
-    }
+    let mut r: [(usize, usize); LANES] = std::array::from_fn(|k| (k * q, q));
     r[LANES - 1].1 = n - (LANES - 1) * q;
     r
 }
 
-/// Calls `f(index, context)` for every symbol under order 1, quarter by quarter.
+/// Calls `f(index, context)` for every symbol under order 1, segment by segment.
 #[inline(always)]
 fn for_each_previous(syms: &[u8], mut f: impl FnMut(usize, u8)) {
-    for (start, len) in quarters(syms.len()) {
+    for (start, len) in segments(syms.len()) {
         if len == 0 {
             continue;
         }
@@ -304,7 +295,7 @@ pub(crate) fn encode_counted(
         buf: vec![0u16; n],
         p: n,
     };
-    let (mut x0, mut x1, mut x2, mut x3) = (RANS_L, RANS_L, RANS_L, RANS_L);
+    let mut x = [RANS_L; LANES];
     let q = n / LANES;
     match ctx {
         Context::None | Context::Sibling(_) => {
@@ -314,42 +305,38 @@ pub(crate) fn encode_counted(
                     _ => &enc[0],
                 }
             };
-            let tail = [&mut x0, &mut x1, &mut x2, &mut x3];
-            for (k, st) in tail.into_iter().enumerate().take(n % LANES).rev() {
-                let i = LANES * q + k;
-                *st = e(i)[syms[i] as usize].put(*st, &mut sink);
+            for i in (LANES * q..n).rev() {
+                x[i % LANES] = e(i)[syms[i] as usize].put(x[i % LANES], &mut sink);
             }
             for j in (0..q).rev() {
-                let i = LANES * j;
-                x3 = e(i + 3)[syms[i + 3] as usize].put(x3, &mut sink);
-                x2 = e(i + 2)[syms[i + 2] as usize].put(x2, &mut sink);
-                x1 = e(i + 1)[syms[i + 1] as usize].put(x1, &mut sink);
-                x0 = e(i)[syms[i] as usize].put(x0, &mut sink);
+                for l in (0..LANES).rev() {
+                    let i = LANES * j + l;
+                    x[l] = e(i)[syms[i] as usize].put(x[l], &mut sink);
+                }
             }
         }
         Context::Previous => {
-            // Decoder order: for j in 0..q, quarters 0..3 at j; then the
-            // left-over symbols of quarter 3.
+            // Decoder order: for j in 0..q, word j of segments 0..LANES; then
+            // the left-over words of the last segment.
             let mut tbl = vec![0u16; n];
             for_each_previous(syms, |i, c| tbl[i] = map[c as usize]);
-            let [(_, _), (s1, _), (s2, _), (s3, _)] = quarters(n);
+            let starts = segments(n).map(|(start, _)| start);
             let put = |i: usize, st: u32, sink: &mut Sink| {
                 enc[tbl[i] as usize][syms[i] as usize].put(st, sink)
             };
-            for i in (s3 + q..n).rev() {
-                x3 = put(i, x3, &mut sink);
+            for i in (starts[LANES - 1] + q..n).rev() {
+                x[LANES - 1] = put(i, x[LANES - 1], &mut sink);
             }
             for j in (0..q).rev() {
-                x3 = put(s3 + j, x3, &mut sink);
-                x2 = put(s2 + j, x2, &mut sink);
-                x1 = put(s1 + j, x1, &mut sink);
-                x0 = put(j, x0, &mut sink);
+                for l in (0..LANES).rev() {
+                    x[l] = put(starts[l] + j, x[l], &mut sink);
+                }
             }
         }
     }
     let words = &sink.buf[sink.p..];
     put_varint(&mut out, (4 * LANES + 2 * words.len()) as u64);
-    for st in [x0, x1, x2, x3] {
+    for st in x {
         out.extend_from_slice(&st.to_be_bytes());
     }
     out.reserve(2 * words.len());
@@ -368,7 +355,7 @@ struct Sink {
 /// One decoding step: the symbol in `$st`'s slot, then the state update and
 /// at most one 16-bit read.
 macro_rules! step {
-    ($tbl:expr, $st:ident, $data:ident, $pos:ident) => {{
+    ($tbl:expr, $st:expr, $data:ident, $pos:ident) => {{
         let slot = $st & (PROB_SCALE - 1);
         let e = $tbl[slot as usize];
         let freq = ((e >> 8) & 0xFFF) + 1;
@@ -423,8 +410,8 @@ pub(crate) fn decode<W: Word>(
     if data.len() < 4 * LANES || !(data.len() - 4 * LANES).is_multiple_of(2) {
         return Err(DecodeError::corrupt("rans: bad stream length"));
     }
-    let st = |k: usize| u32::from_be_bytes(data[4 * k..4 * k + 4].try_into().expect("4 bytes"));
-    let (mut x0, mut x1, mut x2, mut x3) = (st(0), st(1), st(2), st(3));
+    let mut x: [u32; LANES] =
+        std::array::from_fn(|k| u32::from_be_bytes(data[4 * k..4 * k + 4].try_into().expect("4")));
     let mut pos = 4 * LANES;
     let packed = model.packed();
     let by_ctx: Vec<&[u32]> = (0..256)
@@ -434,59 +421,45 @@ pub(crate) fn decode<W: Word>(
     let base = out.len();
     out.resize(base + n, W::default());
     let o = &mut out[base..];
-    let quads = n / LANES;
+    let q = n / LANES;
     if !contextual {
         let t = &packed[0][..];
         for chunk in o.chunks_exact_mut(LANES) {
-            chunk[0] = W::from_u64(step!(t, x0, data, pos) as u64);
-            chunk[1] = W::from_u64(step!(t, x1, data, pos) as u64);
-            chunk[2] = W::from_u64(step!(t, x2, data, pos) as u64);
-            chunk[3] = W::from_u64(step!(t, x3, data, pos) as u64);
+            for l in 0..LANES {
+                chunk[l] = W::from_u64(step!(t, x[l], data, pos) as u64);
+            }
         }
-        let tail = [&mut x0, &mut x1, &mut x2, &mut x3];
-        for (k, s) in tail.into_iter().take(n % LANES).enumerate() {
-            let mut v = *s;
-            o[quads * LANES + k] = W::from_u64(step!(t, v, data, pos) as u64);
-            *s = v;
+        for l in 0..n % LANES {
+            o[q * LANES + l] = W::from_u64(step!(t, x[l], data, pos) as u64);
         }
     } else if let Some(sib) = sibling {
         let tbl = |w: W| by_ctx[(w.to_u64() as usize).min(255)];
         for (chunk, sc) in o.chunks_exact_mut(LANES).zip(sib.chunks_exact(LANES)) {
-            chunk[0] = W::from_u64(step!(tbl(sc[0]), x0, data, pos) as u64);
-            chunk[1] = W::from_u64(step!(tbl(sc[1]), x1, data, pos) as u64);
-            chunk[2] = W::from_u64(step!(tbl(sc[2]), x2, data, pos) as u64);
-            chunk[3] = W::from_u64(step!(tbl(sc[3]), x3, data, pos) as u64);
+            for l in 0..LANES {
+                chunk[l] = W::from_u64(step!(tbl(sc[l]), x[l], data, pos) as u64);
+            }
         }
-        let tail = [&mut x0, &mut x1, &mut x2, &mut x3];
-        for (k, s) in tail.into_iter().take(n % LANES).enumerate() {
-            let i = quads * LANES + k;
-            let mut v = *s;
-            o[i] = W::from_u64(step!(tbl(sib[i]), v, data, pos) as u64);
-            *s = v;
+        for l in 0..n % LANES {
+            let i = q * LANES + l;
+            o[i] = W::from_u64(step!(tbl(sib[i]), x[l], data, pos) as u64);
         }
     } else {
-        // Four quarters decoded side by side, each with its own context.
-        let q = quads;
-        let (mut c0, mut c1, mut c2, mut c3) = (0u8, 0u8, 0u8, 0u8);
-        let (s0, rest) = o.split_at_mut(q);
-        let (s1, rest) = rest.split_at_mut(q);
-        let (s2, s3) = rest.split_at_mut(q);
+        // The segments decoded side by side, each with its own context.
+        let segs = segments(n);
+        let mut c = [0u8; LANES];
         for j in 0..q {
-            c0 = step!(by_ctx[c0 as usize], x0, data, pos);
-            s0[j] = W::from_u64(c0 as u64);
-            c1 = step!(by_ctx[c1 as usize], x1, data, pos);
-            s1[j] = W::from_u64(c1 as u64);
-            c2 = step!(by_ctx[c2 as usize], x2, data, pos);
-            s2[j] = W::from_u64(c2 as u64);
-            c3 = step!(by_ctx[c3 as usize], x3, data, pos);
-            s3[j] = W::from_u64(c3 as u64);
+            for l in 0..LANES {
+                c[l] = step!(by_ctx[c[l] as usize], x[l], data, pos);
+                o[segs[l].0 + j] = W::from_u64(c[l] as u64);
+            }
         }
-        for j in q..s3.len() {
-            c3 = step!(by_ctx[c3 as usize], x3, data, pos);
-            s3[j] = W::from_u64(c3 as u64);
+        let (last, len) = segs[LANES - 1];
+        for i in last + q..last + len {
+            c[LANES - 1] = step!(by_ctx[c[LANES - 1] as usize], x[LANES - 1], data, pos);
+            o[i] = W::from_u64(c[LANES - 1] as u64);
         }
     }
-    if pos != data.len() || [x0, x1, x2, x3].iter().any(|&s| s != RANS_L) {
+    if pos != data.len() || x.iter().any(|&s| s != RANS_L) {
         out.truncate(base);
         return Err(DecodeError::corrupt("rans: final state mismatch"));
     }
@@ -550,7 +523,7 @@ mod tests {
     }
 
     #[test]
-    fn quarters_round_trip_at_every_small_length() {
+    fn segments_round_trip_at_every_small_length() {
         for n in 0..40 {
             round_trip_every_model(&bytes(n as u64, n, 7), &bytes(n as u64 + 1, n, 3), 1);
         }
