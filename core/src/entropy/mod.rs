@@ -197,6 +197,13 @@ pub fn entropy_bits(counts: &[u32]) -> f64 {
     bits
 }
 
+/// The OR of all words: it has the bit length of the largest word (and is
+/// `< 2^k` exactly when every word is), and unlike `max` it vectorizes on
+/// baseline x86-64, which has no unsigned 64-bit compare.
+pub fn or_all(words: &[u64]) -> u64 {
+    words.iter().fold(0, |a, &w| a | w)
+}
+
 /// Bits needed to write `max`.
 fn bits_for(max: u64) -> u32 {
     64 - max.leading_zeros()
@@ -264,7 +271,7 @@ pub fn encode_best(
     opts: &LitOptions,
 ) -> (Codec, Vec<u8>) {
     let n = words.len();
-    let max = words.iter().copied().max().unwrap_or(0);
+    let max = or_all(words);
     let k = bits_for(max);
     let raw_size = n * bytes_per_word(width);
     let pack_size = 1 + (n * k as usize).div_ceil(8);
@@ -280,8 +287,6 @@ pub fn encode_best(
             *best = (c, cost, Some(p));
         }
     };
-    // A rANS candidate is encoded only when its estimate (from the same
-    // counts) is within `margin` of the best so far.
     let try_rans = |c: Codec,
                     syms: &[u8],
                     ctx: Context<'_>,
@@ -289,10 +294,8 @@ pub fn encode_best(
                     min_ctx: usize,
                     margin: f64,
                     best: &mut (Codec, f64, Option<Vec<u8>>)| {
-        let est = rans::estimate_counted(counts, min_ctx);
-        let symbols = symbols(c, n, width) as f64 * SYMBOL_COST;
-        if est + symbols < best.1 * margin {
-            consider(c, rans::encode_counted(syms, ctx, counts, min_ctx), best);
+        if let Some(p) = rans_if_cheaper(syms, ctx, counts, min_ctx, best.1 * margin) {
+            consider(c, p, best);
         }
     };
     if max < 256 && n >= 16 {
@@ -370,7 +373,7 @@ pub fn encode_best(
 pub fn encode_with(codec: Codec, words: &[u64], width: u8, sibling: Option<&[u64]>) -> Vec<u8> {
     match codec {
         Codec::Raw => raw_bytes(words, width),
-        Codec::BitPack => bitpack(words, bits_for(words.iter().copied().max().unwrap_or(0))),
+        Codec::BitPack => bitpack(words, bits_for(or_all(words))),
         Codec::Huffman => huffman::encode(words),
         Codec::Rans0 => rans::encode(&to_bytes(words), Context::None, 0),
         Codec::Rans1 => rans::encode(
@@ -402,25 +405,34 @@ fn to_bytes(words: &[u64]) -> Vec<u8> {
     words.iter().map(|&w| w as u8).collect()
 }
 
-/// Estimated bytes of order-0 rANS for words < 256 (entropy + table). Long
-/// streams are estimated from every 8th word: this only decides whether
-/// the exact encoding is worth computing.
-pub fn estimate_rans0(words: &[u64]) -> f64 {
-    if words.len() < 1 << 15 {
-        return rans::estimate(&to_bytes(words), Context::None, 0);
-    }
-    let mut counts = [0u32; 256];
-    for &w in words.iter().step_by(8) {
-        counts[(w & 0xFF) as usize] += 1;
-    }
-    let sampled: u32 = counts.iter().sum();
-    let scale = words.len() as f64 / sampled.max(1) as f64;
-    entropy_bits(&counts) * scale / 8.0 * 1.003 + table::estimate_table_bytes(&counts) + 24.0
+/// `syms` in rANS under `ctx`, if its cost estimated from `counts` (the
+/// counts of `syms` under `ctx`) is below `bound`: a candidate is encoded
+/// only when it may win.
+fn rans_if_cheaper(
+    syms: &[u8],
+    ctx: Context<'_>,
+    counts: &rans::Counts,
+    min_ctx: usize,
+    bound: f64,
+) -> Option<Vec<u8>> {
+    // Every symbol of `syms` is one the decoder steps through.
+    let est = rans::estimate_counted(counts, min_ctx);
+    (est + syms.len() as f64 * SYMBOL_COST < bound)
+        .then(|| rans::encode_counted(syms, ctx, counts, min_ctx))
 }
 
-/// Estimated bytes of [`Codec::PackedRans0`] for words of `width` <= 4 bits.
-pub fn estimate_packed_rans0(words: &[u64], width: u8) -> f64 {
-    rans::estimate(&pack_bits(words, width as u32), Context::None, 0)
+/// `words` in [`Codec::Rans0`] (words < 256) or [`Codec::PackedRans0`]
+/// (`width <= 4`) if that costs less than `bound` (see [`cost`]): the
+/// symbols are made and counted once for the estimate and the encoding.
+pub fn encode_if_cheaper(codec: Codec, words: &[u64], width: u8, bound: f64) -> Option<Vec<u8>> {
+    let syms = match codec {
+        Codec::Rans0 => to_bytes(words),
+        Codec::PackedRans0 if width <= 4 => pack_bits(words, width as u32),
+        _ => panic!("encode_if_cheaper takes Rans0 or PackedRans0, not {codec:?}"),
+    };
+    let counts = rans::count(&syms, &Context::None);
+    let p = rans_if_cheaper(&syms, Context::None, &counts, 0, bound)?;
+    (cost(codec, p.len(), words.len(), width) < bound).then_some(p)
 }
 
 fn raw_bytes(words: &[u64], width: u8) -> Vec<u8> {
@@ -447,6 +459,17 @@ fn pack_bits(words: &[u64], k: u32) -> Vec<u8> {
 }
 
 fn pack_into(words: &[u64], k: u32, out: &mut Vec<u8>) {
+    match k {
+        1 => return pack_small::<1>(words, out),
+        2 => return pack_small::<2>(words, out),
+        3 => return pack_small::<3>(words, out),
+        4 => return pack_small::<4>(words, out),
+        5 => return pack_small::<5>(words, out),
+        6 => return pack_small::<6>(words, out),
+        7 => return pack_small::<7>(words, out),
+        8 => return pack_small::<8>(words, out),
+        _ => {}
+    }
     let mut acc: u128 = 0;
     let mut nacc = 0u32;
     for &w in words {
@@ -461,6 +484,20 @@ fn pack_into(words: &[u64], k: u32, out: &mut Vec<u8>) {
     if nacc > 0 {
         out.push(acc as u8);
     }
+}
+
+/// [`pack_into`] for `K <= 8` (words < 2^K): every 8 words make `K` bytes.
+fn pack_small<const K: usize>(words: &[u64], out: &mut Vec<u8>) {
+    let start = out.len();
+    out.reserve((words.len() * K).div_ceil(8) + 8);
+    for chunk in words.chunks(8) {
+        let mut v = 0u64;
+        for (j, &w) in chunk.iter().enumerate() {
+            v |= w << (j * K);
+        }
+        out.extend_from_slice(&v.to_le_bytes()[..K]);
+    }
+    out.truncate(start + (words.len() * K).div_ceil(8));
 }
 
 /// A word type the decoders can write: `u64` for any width, `u8` for

@@ -466,13 +466,8 @@ pub(crate) fn decode<W: Word>(
     Ok(())
 }
 
-/// Estimated size in bytes of [`encode`] for the given contexts, from
-/// counts (entropy plus table cost), without encoding.
-pub(crate) fn estimate(syms: &[u8], ctx: Context<'_>, min_ctx_count: usize) -> f64 {
-    estimate_counted(&count(syms, &ctx), min_ctx_count)
-}
-
-/// [`estimate`] from counts already taken.
+/// Estimated size in bytes of [`encode`], from the counts (entropy plus
+/// table cost), without encoding.
 pub(crate) fn estimate_counted(c: &Counts, min_ctx_count: usize) -> f64 {
     let mut pooled = [0u32; 256];
     let mut bits = 0.0;

@@ -251,7 +251,8 @@ fn lit_auto(words: &[u64], width: u8, sibs: &[Sibling<'_>], zstd: Option<i32>) -
 }
 
 fn lit_fixed(codec: Codec, words: &[u64], width: u8, sibs: &[Sibling<'_>]) -> Node {
-    let max = words.iter().copied().max().unwrap_or(0);
+    // Bit length and `<= 255` tests only: the OR serves as the maximum.
+    let max = entropy::or_all(words);
     let sibling = match codec {
         Codec::RansCond { sibling } => match sibs.iter().find(|s| s.index == sibling) {
             Some(s) => Some(s.words),
@@ -274,26 +275,18 @@ fn lit_fixed(codec: Codec, words: &[u64], width: u8, sibs: &[Sibling<'_>]) -> No
     let n = words.len();
     let cost = |c: Codec, p: &[u8]| entropy::cost(c, p.len(), n, width);
     let mut best = (codec, entropy::encode_with(codec, words, width, sibling));
-    let mut best_cost = cost(best.0, &best.1);
-    let mut price = |c: Codec, estimate: f64, best: &mut (Codec, Vec<u8>)| {
-        let sym = entropy::symbols(c, n, width) as f64 * entropy::SYMBOL_COST;
-        if estimate + sym < best_cost {
-            let p = entropy::encode_with(c, words, width, None);
-            if cost(c, &p) < best_cost {
-                best_cost = cost(c, &p);
-                *best = (c, p);
-            }
-        }
-    };
-    if max <= 255 && codec != Codec::Rans0 {
-        price(Codec::Rans0, entropy::estimate_rans0(words), &mut best);
-    }
     // A sample's few words favour small tables; a whole region can pay for
     // the packed coder's byte table (and it codes 8 / width times fewer symbols).
-    if width <= 4 && codec != Codec::PackedRans0 {
-        let est = entropy::estimate_packed_rans0(words, width);
-        price(Codec::PackedRans0, est, &mut best);
+    let alternatives = [(Codec::Rans0, max <= 255), (Codec::PackedRans0, width <= 4)];
+    for (c, fits) in alternatives {
+        if fits
+            && c != codec
+            && let Some(p) = entropy::encode_if_cheaper(c, words, width, cost(best.0, &best.1))
+        {
+            best = (c, p);
+        }
     }
+    let best_cost = cost(best.0, &best.1);
     let k = (64 - max.leading_zeros()) as usize;
     let pack = 1 + (n * k).div_ceil(8);
     let raw = n * (width as usize).div_ceil(8);
