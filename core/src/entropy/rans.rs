@@ -69,9 +69,10 @@ fn for_each_previous(syms: &[u8], mut f: impl FnMut(usize, u8)) {
 struct EncSym {
     x_max: u32,
     m: u32,
+    // 16 bytes in all: a table entry is one aligned load away.
+    start: u16,
+    cmpl_freq: u16,
     shift: u32,
-    start: u32,
-    cmpl_freq: u32,
 }
 
 impl EncSym {
@@ -86,8 +87,8 @@ impl EncSym {
             x_max,
             m,
             shift,
-            start,
-            cmpl_freq: PROB_SCALE - freq,
+            start: start as u16,
+            cmpl_freq: (PROB_SCALE - freq) as u16,
         }
     }
 
@@ -99,8 +100,8 @@ impl EncSym {
             x >>= 16;
         }
         let q = self.quotient(x);
-        x.wrapping_add(self.start)
-            .wrapping_add(q.wrapping_mul(self.cmpl_freq))
+        x.wrapping_add(self.start as u32)
+            .wrapping_add(q.wrapping_mul(self.cmpl_freq as u32))
     }
 
     /// `x / freq`, exact for every `x < 2^32`.
