@@ -35,12 +35,17 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked || exit 2
 fi
 
-fixture="$root/core/tests/fixtures/v1"
+# Seeds come from the newest format's golden fixture (decode_raw: every version's).
+fixtures="$root/core/tests/fixtures"
+fixture="$(ls -d "$fixtures"/v* | sort -V | tail -n 1)"
 seed() {
     local t="$1" dir="fuzz/corpus/$1"
     mkdir -p "$dir"
     case "$t" in
-        decode_raw) cp "$fixture/small.safetensors.brv" "$dir/golden.brv" ;;
+        decode_raw)
+            for v in "$fixtures"/v*; do
+                cp "$v/small.safetensors.brv" "$dir/golden-$(basename "$v").brv"
+            done ;;
         decode_structured)
             printf '\x00' >"$dir/none"
             printf '\x01\x01\x10\x00\x42' >"$dir/table"
