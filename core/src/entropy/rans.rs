@@ -93,12 +93,14 @@ impl EncSym {
     }
 
     #[inline(always)]
-    fn put(&self, mut x: u32, out: &mut Sink) -> u32 {
-        if x >= self.x_max {
-            out.p -= 1;
-            out.buf[out.p] = x as u16;
-            x >>= 16;
-        }
+    fn put(&self, x: u32, out: &mut Sink) -> u32 {
+        // Branch-free renormalization: the low half is always stored below
+        // the words written so far and kept only when `x` must shrink (the
+        // branch would be mispredicted on every sixth symbol or so).
+        let shrink = x >= self.x_max;
+        out.buf[out.p - 1] = x as u16;
+        out.p -= shrink as usize;
+        let x = if shrink { x >> 16 } else { x };
         let q = self.quotient(x);
         x.wrapping_add(self.start as u32)
             .wrapping_add(q.wrapping_mul(self.cmpl_freq as u32))
@@ -292,9 +294,11 @@ pub(crate) fn encode_counted(
     // Encode backwards (the reverse of the decoder's order): each symbol
     // emits at most one u16, written from the end of `buf` down.
     let enc: Vec<[EncSym; 256]> = tables.iter().map(enc_table).collect();
+    // One slot more than symbols: the speculative store of the symbol
+    // that would emit the (n+1)-th word has somewhere to go.
     let mut sink = Sink {
-        buf: vec![0u16; n],
-        p: n,
+        buf: vec![0u16; n + 1],
+        p: n + 1,
     };
     let mut x = [RANS_L; LANES];
     let q = n / LANES;
