@@ -88,6 +88,7 @@ enum Plan {
 /// Files up to this size are also coded whole (one byte stream, zstd -19
 /// or rANS), and the smaller archive is kept: small files of many tiny
 /// tensors, or with long-range repeats across tensors, can do better so.
+/// Not at budget 0.
 pub const WHOLE_FILE_MAX: u64 = 8 << 20;
 
 /// Compress a source into `out` (which must start empty at position 0).
@@ -110,7 +111,9 @@ pub(crate) fn compress_source<W: Write + Seek>(
         };
         return encode_segments(src, name, descs, region, 19, out, opts);
     }
-    if len > WHOLE_FILE_MAX || !opts.whole_file {
+    // The whole-file alternative is a search over programs too: budget 0
+    // (no search) writes only the incumbent literals.
+    if len > WHOLE_FILE_MAX || !opts.whole_file || opts.budget == 0 {
         return encode_segments(src, name, descs, opts.region_words, 19, out, opts);
     }
     let mut tensors = std::io::Cursor::new(Vec::new());
