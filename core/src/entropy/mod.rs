@@ -402,6 +402,11 @@ pub fn encode_with(codec: Codec, words: &[u64], width: u8, sibling: Option<&[u64
 /// Words known to be < 256, as bytes.
 fn to_bytes(words: &[u64]) -> Vec<u8> {
     debug_assert!(words.iter().all(|&w| w < 256));
+    to_bytes_lossy(words)
+}
+
+/// The low byte of every word.
+fn to_bytes_lossy(words: &[u64]) -> Vec<u8> {
     words.iter().map(|&w| w as u8).collect()
 }
 
@@ -430,6 +435,21 @@ pub fn encode_if_cheaper(codec: Codec, words: &[u64], width: u8, bound: f64) -> 
         Codec::PackedRans0 if width <= 4 => pack_bits(words, width as u32),
         _ => panic!("encode_if_cheaper takes Rans0 or PackedRans0, not {codec:?}"),
     };
+    // Long streams are screened on every 8th symbol first, optimistically
+    // (table cost unscaled, no coder overhead): most alternatives lose.
+    if syms.len() >= 1 << 15 {
+        let mut sample = [0u32; 256];
+        for &b in syms.iter().step_by(8) {
+            sample[b as usize] += 1;
+        }
+        let scale = syms.len() as f64 / syms.len().div_ceil(8) as f64;
+        let screen = entropy_bits(&sample) * scale / 8.0 * 0.99
+            + table::estimate_table_bytes(&sample)
+            + syms.len() as f64 * SYMBOL_COST;
+        if screen >= bound {
+            return None;
+        }
+    }
     let counts = rans::count(&syms, &Context::None);
     let p = rans_if_cheaper(&syms, Context::None, &counts, 0, bound)?;
     (cost(codec, p.len(), words.len(), width) < bound).then_some(p)
@@ -437,9 +457,12 @@ pub fn encode_if_cheaper(codec: Codec, words: &[u64], width: u8, bound: f64) -> 
 
 fn raw_bytes(words: &[u64], width: u8) -> Vec<u8> {
     let bpw = bytes_per_word(width);
-    let mut out = Vec::with_capacity(words.len() * bpw);
-    for &w in words {
-        out.extend_from_slice(&w.to_le_bytes()[..bpw]);
+    if bpw == 1 {
+        return to_bytes_lossy(words);
+    }
+    let mut out = vec![0u8; words.len() * bpw];
+    for (o, &w) in out.chunks_exact_mut(bpw).zip(words) {
+        o.copy_from_slice(&w.to_le_bytes()[..bpw]);
     }
     out
 }
