@@ -257,38 +257,64 @@ impl<R: ReadAt> Archive<R> {
     }
 
     /// Decode everything into `out`, in order, regions in parallel with
-    /// memory bounded by threads x region size; verify length and SHA-256.
+    /// memory bounded by threads x region size (two batches in flight: this
+    /// thread hashes and writes one while the pool decodes the next); verify
+    /// length and SHA-256.
     pub fn decode_to(
         &self,
         out: &mut dyn Write,
         opts: &DecompressOptions,
     ) -> Result<DecompressReport, DecodeError> {
         let pool = pool(opts.threads);
-        let batch = pool.current_num_threads() * 4;
+        let threads = pool.current_num_threads();
+        let jobs: Vec<(usize, usize)> = self
+            .segments
+            .iter()
+            .enumerate()
+            .flat_map(|(s, seg)| (0..seg.regions.len()).map(move |r| (s, r)))
+            .collect();
+        let decode = |batch: &[(usize, usize)]| -> Vec<Result<Vec<u8>, DecodeError>> {
+            pool.install(|| {
+                batch
+                    .par_iter()
+                    .map(|&(s, r)| self.decode_region(s, r, true))
+                    .collect()
+            })
+        };
         let mut sha = Sha256::new();
         let mut written = 0u64;
-        opts.progress.start("decompress", self.pre.original_len);
-        for (s, seg) in self.segments.iter().enumerate() {
-            let n = seg.regions.len();
-            let mut r0 = 0;
-            while r0 < n {
-                let r1 = (r0 + batch).min(n);
-                let parts: Vec<Result<Vec<u8>, DecodeError>> = pool.install(|| {
-                    (r0..r1)
-                        .into_par_iter()
-                        .map(|r| self.decode_region(s, r, true))
-                        .collect()
-                });
-                for p in parts {
-                    let p = p?;
-                    sha.update(&p);
-                    out.write_all(&p)
-                        .map_err(|e| DecodeError::io("<output>", e))?;
-                    written += p.len() as u64;
-                    opts.progress.advance(p.len() as u64);
-                }
-                r0 = r1;
+        let mut emit = |parts: Vec<Result<Vec<u8>, DecodeError>>| -> Result<(), DecodeError> {
+            for p in parts {
+                let p = p?;
+                sha.update(&p);
+                out.write_all(&p)
+                    .map_err(|e| DecodeError::io("<output>", e))?;
+                written += p.len() as u64;
+                opts.progress.advance(p.len() as u64);
             }
+            Ok(())
+        };
+        opts.progress.start("decompress", self.pre.original_len);
+        let batches = jobs.chunks(threads * 4);
+        if threads < 2 {
+            for batch in batches {
+                emit(decode(batch))?;
+            }
+        } else {
+            // Hash and write batch k on this thread while the pool decodes
+            // batch k + 1: at most two batches are in memory.
+            std::thread::scope(|scope| -> Result<(), DecodeError> {
+                let mut pending = None;
+                for batch in batches {
+                    let next = scope.spawn(|| decode(batch));
+                    if let Some(parts) = pending.take() {
+                        emit(parts)?;
+                    }
+                    let parts = next.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+                    pending = Some(parts);
+                }
+                pending.map_or(Ok(()), &mut emit)
+            })?;
         }
         opts.progress.finish();
         let digest: [u8; 32] = sha.finalize().into();
