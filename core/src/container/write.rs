@@ -170,134 +170,166 @@ fn encode_segments<W: Write + Seek>(
     let pool = pool(opts.threads);
     let region_words = region_words.clamp(1024, crate::dsl::MAX_NODE_WORDS);
 
-    // Pass 1: SHA-256 of the file and a strong hash of each tensor (dedupe).
-    let mut sha = Sha256::new();
-    let mut seg_hash = vec![0u128; descs.len()];
-    {
-        let mut buf = vec![0u8; 4 << 20];
+    std::thread::scope(|scope| -> Result<CompressReport, EncodeError> {
+        // The SHA-256 of the whole file is needed only for the preamble: with
+        // two threads or more it is computed beside everything else.
+        let mut file_sha = if pool.current_num_threads() < 2 {
+            FileSha::Inline(Sha256::new())
+        } else {
+            FileSha::Beside(scope.spawn(|| -> Result<[u8; 32], EncodeError> {
+                let mut sha = Sha256::new();
+                let mut buf = vec![0u8; 4 << 20];
+                let mut pos = 0;
+                while pos < len {
+                    let k = ((len - pos) as usize).min(buf.len());
+                    src.read_exact_at(pos, &mut buf[..k])
+                        .map_err(|e| io(&label, e))?;
+                    sha.update(&buf[..k]);
+                    pos += k as u64;
+                }
+                Ok(sha.finalize().into())
+            }))
+        };
+
+        // Pass 1: a strong hash of each tensor (dedupe), and the SHA-256 here
+        // when it is not computed beside.
+        let mut seg_hash = vec![0u128; descs.len()];
+        {
+            let mut buf = vec![0u8; 4 << 20];
+            for (i, d) in descs.iter().enumerate() {
+                let mut h = xxhash_rust::xxh3::Xxh3::new();
+                let mut pos = d.offset;
+                let end = d.offset + d.len;
+                while pos < end {
+                    let k = ((end - pos) as usize).min(buf.len());
+                    src.read_exact_at(pos, &mut buf[..k])
+                        .map_err(|e| io(&label, e))?;
+                    if let FileSha::Inline(sha) = &mut file_sha {
+                        sha.update(&buf[..k]);
+                    }
+                    h.update(&buf[..k]);
+                    pos += k as u64;
+                }
+                seg_hash[i] = h.digest128();
+            }
+        }
+
+        // Plans: references for duplicate tensors, a searched shape otherwise.
+        let prior = opts
+            .prior
+            .clone()
+            .unwrap_or_else(|| std::sync::Arc::new(Prior::uniform()));
+        // Tensors identical to an earlier one become references (even into a
+        // group); the other small tensors are coded in groups.
+        let mut first: HashMap<(u8, u64, u128), usize> = HashMap::new();
+        let mut dup_of: Vec<Option<usize>> = vec![None; descs.len()];
         for (i, d) in descs.iter().enumerate() {
-            let mut h = xxhash_rust::xxh3::Xxh3::new();
-            let mut pos = d.offset;
-            let end = d.offset + d.len;
-            while pos < end {
-                let k = ((end - pos) as usize).min(buf.len());
-                src.read_exact_at(pos, &mut buf[..k])
-                    .map_err(|e| io(&label, e))?;
-                sha.update(&buf[..k]);
-                h.update(&buf[..k]);
-                pos += k as u64;
+            if d.kind != SegmentKind::Tensor {
+                continue;
             }
-            seg_hash[i] = h.digest128();
+            if d.len < MIN_REF_BYTES {
+                continue;
+            }
+            let key = (d.dtype.wire_id(), d.len, seg_hash[i]);
+            match first.get(&key) {
+                Some(&j) => {
+                    if same_bytes(src, &descs[j], d).map_err(|e| io(&label, e))? {
+                        dup_of[i] = Some(j);
+                    }
+                }
+                None => {
+                    first.insert(key, i);
+                }
+            }
         }
-    }
-    let sha256: [u8; 32] = sha.finalize().into();
+        let alone: Vec<bool> = dup_of.iter().map(Option::is_some).collect();
+        let (descs, place) = layout::group_small_tensors(descs, &alone);
+        let mut plans: Vec<Option<Plan>> = (0..descs.len()).map(|_| None).collect();
+        for (i, j) in dup_of.iter().enumerate() {
+            if let Some(j) = j {
+                let (seg, _) = place[i];
+                let (target, at) = place[*j];
+                let wb = descs[target].dtype.word_bytes() as u64;
+                plans[seg] = Some(Plan::Ref(target as u32, at / wb));
+            }
+        }
+        let search_start = std::time::Instant::now();
+        let searched: Vec<Result<Option<(Shape, u32)>, EncodeError>> = pool.install(|| {
+            descs
+                .par_iter()
+                .zip(&plans)
+                .map(|(d, p)| {
+                    if p.is_some() {
+                        return Ok(None);
+                    }
+                    if d.kind == SegmentKind::Bytes {
+                        return Ok(Some((Shape::Generic, 0)));
+                    }
+                    let words = read_sample(src, d).map_err(|e| io(&label, e))?;
+                    let t = Target {
+                        words: &words,
+                        width: d.width(),
+                        dtype: d.dtype,
+                        name: &d.name,
+                        rank: d.shape.len(),
+                        total_words: d.len / d.dtype.word_bytes() as u64,
+                        row: search::row_words(&d.shape),
+                    };
+                    let syn = search::synthesize(&t, &prior, opts.budget);
+                    Ok(Some((syn.shape, syn.judged)))
+                })
+                .collect()
+        });
+        let mut judged = 0u64;
+        let mut searched_tensors = 0u64;
+        for (p, s) in plans.iter_mut().zip(searched) {
+            if let Some((shape, j)) = s? {
+                judged += j as u64;
+                searched_tensors += (j > 0) as u64;
+                *p = Some(Plan::Shape(shape));
+            }
+        }
+        let search_seconds = search_start.elapsed().as_secs_f64();
 
-    // Plans: references for duplicate tensors, a searched shape otherwise.
-    let prior = opts
-        .prior
-        .clone()
-        .unwrap_or_else(|| std::sync::Arc::new(Prior::uniform()));
-    // Tensors identical to an earlier one become references (even into a
-    // group); the other small tensors are coded in groups.
-    let mut first: HashMap<(u8, u64, u128), usize> = HashMap::new();
-    let mut dup_of: Vec<Option<usize>> = vec![None; descs.len()];
-    for (i, d) in descs.iter().enumerate() {
-        if d.kind != SegmentKind::Tensor {
-            continue;
-        }
-        if d.len < MIN_REF_BYTES {
-            continue;
-        }
-        let key = (d.dtype.wire_id(), d.len, seg_hash[i]);
-        match first.get(&key) {
-            Some(&j) => {
-                if same_bytes(src, &descs[j], d).map_err(|e| io(&label, e))? {
-                    dup_of[i] = Some(j);
-                }
-            }
-            None => {
-                first.insert(key, i);
-            }
-        }
-    }
-    let alone: Vec<bool> = dup_of.iter().map(Option::is_some).collect();
-    let (descs, place) = layout::group_small_tensors(descs, &alone);
-    let mut plans: Vec<Option<Plan>> = (0..descs.len()).map(|_| None).collect();
-    for (i, j) in dup_of.iter().enumerate() {
-        if let Some(j) = j {
-            let (seg, _) = place[i];
-            let (target, at) = place[*j];
-            let wb = descs[target].dtype.word_bytes() as u64;
-            plans[seg] = Some(Plan::Ref(target as u32, at / wb));
-        }
-    }
-    let search_start = std::time::Instant::now();
-    let searched: Vec<Result<Option<(Shape, u32)>, EncodeError>> = pool.install(|| {
-        descs
-            .par_iter()
-            .zip(&plans)
-            .map(|(d, p)| {
-                if p.is_some() {
-                    return Ok(None);
-                }
-                if d.kind == SegmentKind::Bytes {
-                    return Ok(Some((Shape::Generic, 0)));
-                }
-                let words = read_sample(src, d).map_err(|e| io(&label, e))?;
-                let t = Target {
-                    words: &words,
-                    width: d.width(),
-                    dtype: d.dtype,
-                    name: &d.name,
-                    rank: d.shape.len(),
-                    total_words: d.len / d.dtype.word_bytes() as u64,
-                    row: search::row_words(&d.shape),
-                };
-                let syn = search::synthesize(&t, &prior, opts.budget);
-                Ok(Some((syn.shape, syn.judged)))
+        // Pass 2: regions in parallel batches, written in order.
+        out.write_all(&[0u8; PREAMBLE_LEN as usize])
+            .map_err(|e| io("<output>", e))?;
+        let mut body_pos = PREAMBLE_LEN;
+        opts.progress
+            .start(&format!("compress {}", file_label(name)), len);
+        let cfg = Instantiate { zstd_level };
+        // Region geometry per segment: (words per region, words in all).
+        let geometry: Vec<(u64, u64)> = descs
+            .iter()
+            .map(|d| {
+                (
+                    segment_region_words(d, region_words),
+                    d.len / d.dtype.word_bytes() as u64,
+                )
             })
-            .collect()
-    });
-    let mut judged = 0u64;
-    let mut searched_tensors = 0u64;
-    for (p, s) in plans.iter_mut().zip(searched) {
-        if let Some((shape, j)) = s? {
-            judged += j as u64;
-            searched_tensors += (j > 0) as u64;
-            *p = Some(Plan::Shape(shape));
-        }
-    }
-    let search_seconds = search_start.elapsed().as_secs_f64();
-
-    // Pass 2: regions in parallel batches, written in order.
-    out.write_all(&[0u8; PREAMBLE_LEN as usize])
-        .map_err(|e| io("<output>", e))?;
-    let mut body_pos = PREAMBLE_LEN;
-    let mut segments = Vec::with_capacity(descs.len());
-    let batch = pool.current_num_threads() * 4;
-    opts.progress
-        .start(&format!("compress {}", file_label(name)), len);
-    let cfg = Instantiate { zstd_level };
-    for (si, (d, plan)) in descs.iter().zip(&plans).enumerate() {
-        let plan = plan.as_ref().expect("every segment has a plan");
-        let wb = d.dtype.word_bytes() as u64;
-        let words_total = d.len / wb;
-        let region_words = segment_region_words(d, region_words);
-        let nregions = words_total.div_ceil(region_words) as usize;
-        let mut regions = Vec::with_capacity(nregions);
-        let mut r0 = 0;
-        while r0 < nregions {
-            let r1 = (r0 + batch).min(nregions);
+            .collect();
+        // Every region of every segment, batched across segments so that many
+        // small segments still keep every thread busy.
+        let jobs: Vec<(usize, u64)> = geometry
+            .iter()
+            .enumerate()
+            .flat_map(|(si, &(rw, total))| (0..total.div_ceil(rw)).map(move |r| (si, r)))
+            .collect();
+        let mut regions: Vec<Vec<Region>> = vec![Vec::new(); descs.len()];
+        for batch in jobs.chunks(pool.current_num_threads() * 4) {
             let coded: Vec<Result<CodedRegion, EncodeError>> = pool.install(|| {
-                (r0..r1)
-                    .into_par_iter()
-                    .map(|r| {
-                        let start = r as u64 * region_words;
-                        let n = region_words.min(words_total - start);
+                batch
+                    .par_iter()
+                    .map(|&(si, r)| {
+                        let d = &descs[si];
+                        let (rw, total) = geometry[si];
+                        let wb = d.dtype.word_bytes() as u64;
+                        let start = r * rw;
+                        let n = rw.min(total - start);
                         let mut bytes = vec![0u8; (n * wb) as usize];
                         src.read_exact_at(d.offset + start * wb, &mut bytes)
                             .map_err(|e| io(&label, e))?;
-                        let node = match plan {
+                        let node = match plans[si].as_ref().expect("every segment has a plan") {
                             Plan::Ref(j, at) => Node::Ref {
                                 width: d.width(),
                                 n,
@@ -310,10 +342,10 @@ fn encode_segments<W: Write + Seek>(
                     })
                     .collect()
             });
-            for c in coded {
+            for (&(si, _), c) in batch.iter().zip(coded) {
                 let (body, checksum, raw_len) = c?;
                 out.write_all(&body).map_err(|e| io("<output>", e))?;
-                regions.push(Region {
+                regions[si].push(Region {
                     body_offset: body_pos,
                     body_len: body.len() as u64,
                     checksum,
@@ -321,38 +353,51 @@ fn encode_segments<W: Write + Seek>(
                 body_pos += body.len() as u64;
                 opts.progress.advance(raw_len);
             }
-            r0 = r1;
         }
-        let _ = si;
-        segments.push(Segment {
-            desc: d.clone(),
-            region_words,
-            regions,
-        });
-    }
-    opts.progress.finish();
-    let table = super::pack_table(&write_table(&segments));
-    out.write_all(&table).map_err(|e| io("<output>", e))?;
-    let pre = Preamble {
-        version: crate::FORMAT_VERSION,
-        original_len: len,
-        sha256,
-        table_offset: body_pos,
-        table_len: table.len() as u64,
-        table_checksum: xxh3(&table),
-    };
-    out.seek(SeekFrom::Start(0))
-        .map_err(|e| io("<output>", e))?;
-    out.write_all(&pre.write()).map_err(|e| io("<output>", e))?;
-    out.seek(SeekFrom::End(0)).map_err(|e| io("<output>", e))?;
-    Ok(CompressReport {
-        original_len: len,
-        archive_len: body_pos + table.len() as u64,
-        sha256,
-        searched_tensors,
-        judged,
-        search_seconds,
+        let segments: Vec<Segment> = descs
+            .iter()
+            .zip(regions)
+            .zip(&geometry)
+            .map(|((d, regions), &(region_words, _))| Segment {
+                desc: d.clone(),
+                region_words,
+                regions,
+            })
+            .collect();
+        opts.progress.finish();
+        let sha256: [u8; 32] = match file_sha {
+            FileSha::Inline(sha) => sha.finalize().into(),
+            FileSha::Beside(h) => h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?,
+        };
+        let table = super::pack_table(&write_table(&segments));
+        out.write_all(&table).map_err(|e| io("<output>", e))?;
+        let pre = Preamble {
+            version: crate::FORMAT_VERSION,
+            original_len: len,
+            sha256,
+            table_offset: body_pos,
+            table_len: table.len() as u64,
+            table_checksum: xxh3(&table),
+        };
+        out.seek(SeekFrom::Start(0))
+            .map_err(|e| io("<output>", e))?;
+        out.write_all(&pre.write()).map_err(|e| io("<output>", e))?;
+        out.seek(SeekFrom::End(0)).map_err(|e| io("<output>", e))?;
+        Ok(CompressReport {
+            original_len: len,
+            archive_len: body_pos + table.len() as u64,
+            sha256,
+            searched_tensors,
+            judged,
+            search_seconds,
+        })
     })
+}
+
+/// The source's SHA-256: hashed in pass 1, or on a thread of its own.
+enum FileSha<'scope> {
+    Inline(Sha256),
+    Beside(std::thread::ScopedJoinHandle<'scope, Result<[u8; 32], EncodeError>>),
 }
 
 /// Code one region with a shape; the program is executed and compared with
