@@ -596,18 +596,28 @@ pub fn decode<W: Word>(
             huffman::decode(payload, n, out)?;
             symbols = true;
         }
-        Codec::Rans0 => {
-            rans::decode(payload, n, false, None, out)?;
-            symbols = true;
-        }
-        Codec::Rans1 => {
-            rans::decode(payload, n, true, None, out)?;
-            symbols = true;
-        }
-        Codec::RansCond { .. } => {
-            let s =
-                sibling.ok_or_else(|| DecodeError::corrupt("conditional coder without sibling"))?;
-            rans::decode(payload, n, false, Some(s), out)?;
+        Codec::Rans0
+        | Codec::Rans1
+        | Codec::RansCond { .. }
+        | Codec::Rans0V1
+        | Codec::Rans1V1
+        | Codec::RansCondV1 { .. } => {
+            let previous = matches!(codec, Codec::Rans1 | Codec::Rans1V1);
+            let sib = match codec.sibling() {
+                Some(_) => Some(
+                    sibling
+                        .ok_or_else(|| DecodeError::corrupt("conditional coder without sibling"))?,
+                ),
+                None => None,
+            };
+            if matches!(
+                codec,
+                Codec::Rans0V1 | Codec::Rans1V1 | Codec::RansCondV1 { .. }
+            ) {
+                rans_v1::decode(payload, n, previous, sib, out)?;
+            } else {
+                rans::decode(payload, n, previous, sib, out)?;
+            }
             symbols = true;
         }
         Codec::PackedRans0 => {
@@ -623,20 +633,6 @@ pub fn decode<W: Word>(
             }
             unpack_words(&bytes, k as u32, n, out);
             fits = true;
-        }
-        Codec::Rans0V1 => {
-            rans_v1::decode(payload, n, false, None, out)?;
-            symbols = true;
-        }
-        Codec::Rans1V1 => {
-            rans_v1::decode(payload, n, true, None, out)?;
-            symbols = true;
-        }
-        Codec::RansCondV1 { .. } => {
-            let s =
-                sibling.ok_or_else(|| DecodeError::corrupt("conditional coder without sibling"))?;
-            rans_v1::decode(payload, n, false, Some(s), out)?;
-            symbols = true;
         }
         Codec::Zstd => {
             let bpw = bytes_per_word(width);

@@ -357,6 +357,35 @@ struct Sink {
     p: usize,
 }
 
+/// A payload's model and stream (both versions share this layout), checked
+/// against the expected symbol count and sibling length; `None` for 0
+/// symbols (no stream).
+pub(crate) fn read_payload(
+    payload: &[u8],
+    n: usize,
+    previous: bool,
+    sibling_len: Option<usize>,
+) -> Result<Option<(Model, &[u8])>, DecodeError> {
+    let mut r = ByteReader::new(payload);
+    let model = Model::read(&mut r, n, previous || sibling_len.is_some())?;
+    if n == 0 {
+        return if r.remaining() == 0 {
+            Ok(None)
+        } else {
+            Err(DecodeError::corrupt("rans: trailing bytes"))
+        };
+    }
+    let len = r.varint()? as usize;
+    let data = r.bytes(len)?;
+    if r.remaining() != 0 {
+        return Err(DecodeError::corrupt("rans: trailing bytes"));
+    }
+    if sibling_len.is_some_and(|l| l != n) {
+        return Err(DecodeError::corrupt("rans: sibling length differs"));
+    }
+    Ok(Some((model, data)))
+}
+
 /// One decoding step: the symbol in `$st`'s slot, then the state update and
 /// at most one 16-bit read.
 macro_rules! step {
@@ -391,27 +420,11 @@ pub(crate) fn decode<W: Word>(
     sibling: Option<&[W]>,
     out: &mut Vec<W>,
 ) -> Result<(), DecodeError> {
-    let mut r = ByteReader::new(payload);
     let n = n_expected;
-    let contextual = previous || sibling.is_some();
-    let model = Model::read(&mut r, n, contextual)?;
-    if n == 0 {
-        return if r.remaining() == 0 {
-            Ok(())
-        } else {
-            Err(DecodeError::corrupt("rans: trailing bytes"))
-        };
-    }
-    let len = r.varint()? as usize;
-    let data = r.bytes(len)?;
-    if r.remaining() != 0 {
-        return Err(DecodeError::corrupt("rans: trailing bytes"));
-    }
-    if let Some(s) = sibling
-        && s.len() != n
-    {
-        return Err(DecodeError::corrupt("rans: sibling length differs"));
-    }
+    let sibling_len = sibling.map(<[W]>::len);
+    let Some((model, data)) = read_payload(payload, n, previous, sibling_len)? else {
+        return Ok(());
+    };
     if data.len() < 4 * LANES || !(data.len() - 4 * LANES).is_multiple_of(2) {
         return Err(DecodeError::corrupt("rans: bad stream length"));
     }
@@ -427,7 +440,7 @@ pub(crate) fn decode<W: Word>(
     out.resize(base + n, W::default());
     let o = &mut out[base..];
     let q = n / LANES;
-    if !contextual {
+    if sibling.is_none() && !previous {
         let t = &packed[0][..];
         for chunk in o.chunks_exact_mut(LANES) {
             for l in 0..LANES {

@@ -9,15 +9,15 @@
 //! self-contained.
 #![allow(clippy::needless_range_loop)]
 
+use super::Word;
 #[cfg(test)]
 use super::put_varint;
+use super::rans::read_payload;
 #[cfg(test)]
-use super::rans::Counts;
-use super::rans::Model;
+use super::rans::{Counts, Model};
 #[cfg(test)]
 use super::table::FreqTable;
 use super::table::{PROB_BITS, PROB_SCALE};
-use super::{ByteReader, Word};
 use crate::error::DecodeError;
 
 const RANS_L: u32 = 1 << 23;
@@ -176,27 +176,11 @@ pub(crate) fn decode<W: Word>(
     sibling: Option<&[W]>,
     out: &mut Vec<W>,
 ) -> Result<(), DecodeError> {
-    let mut r = ByteReader::new(payload);
     let n = n_expected;
-    let contextual = previous || sibling.is_some();
-    let model = Model::read(&mut r, n, contextual)?;
-    if n == 0 {
-        return if r.remaining() == 0 {
-            Ok(())
-        } else {
-            Err(DecodeError::corrupt("rans: trailing bytes"))
-        };
-    }
-    let len = r.varint()? as usize;
-    let data = r.bytes(len)?;
-    if r.remaining() != 0 {
-        return Err(DecodeError::corrupt("rans: trailing bytes"));
-    }
-    if let Some(s) = sibling
-        && s.len() != n
-    {
-        return Err(DecodeError::corrupt("rans: sibling length differs"));
-    }
+    let sibling_len = sibling.map(<[W]>::len);
+    let Some((model, data)) = read_payload(payload, n, previous, sibling_len)? else {
+        return Ok(());
+    };
     if data.len() < 4 * LANES {
         return Err(DecodeError::corrupt("rans: stream too short"));
     }
@@ -232,7 +216,7 @@ pub(crate) fn decode<W: Word>(
     }
     let [mut x0, mut x1, mut x2, mut x3] = x;
     let quads = n / LANES;
-    if !contextual {
+    if !previous && sibling.is_none() {
         // Four independent states in registers: the lookups overlap.
         let t = &packed[0][..];
         for _ in 0..quads {
