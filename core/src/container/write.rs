@@ -301,9 +301,11 @@ fn encode_segments<W: Write + Seek>(
         // Region geometry per segment: (words per region, words in all).
         let geometry: Vec<(u64, u64)> = descs
             .iter()
-            .map(|d| {
+            .zip(&plans)
+            .map(|(d, plan)| {
+                let generic = matches!(plan, Some(Plan::Shape(Shape::Generic)));
                 (
-                    segment_region_words(d, region_words),
+                    segment_region_words(d, region_words, generic),
                     d.len / d.dtype.word_bytes() as u64,
                 )
             })
@@ -412,8 +414,20 @@ fn code_region(shape: &Shape, bytes: &[u8], width: u8, cfg: &Instantiate) -> Nod
     }
 }
 
-/// Regions hold whole rows when a row fits (so block fields stay aligned).
-fn segment_region_words(d: &SegmentDesc, region_words: u64) -> u64 {
+/// Bytes of a region of a segment coded with the generic codec: one zstd
+/// window sees that much (a tensor cut into 512 KiB regions compressed 15%
+/// worse than whole, e.g. whisper's position encodings).
+const GENERIC_REGION_BYTES: u64 = 8 << 20;
+
+/// Regions hold whole rows when a row fits (so block fields stay aligned);
+/// `generic` segments get regions of [`GENERIC_REGION_BYTES`].
+fn segment_region_words(d: &SegmentDesc, region_words: u64, generic: bool) -> u64 {
+    let region_words = if generic {
+        (GENERIC_REGION_BYTES / d.dtype.word_bytes() as u64)
+            .clamp(region_words, crate::dsl::MAX_NODE_WORDS)
+    } else {
+        region_words
+    };
     let row = search::row_words(&d.shape);
     if d.kind == SegmentKind::Tensor && row > 1 && row <= region_words {
         region_words - region_words % row
