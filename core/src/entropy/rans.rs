@@ -123,15 +123,22 @@ fn enc_table(t: &FreqTable) -> [EncSym; 256] {
     e
 }
 
-/// Decoder lookup table: for each slot, `sym | (freq-1) << 8 | start << 20`.
+/// Decoder lookup table: for each slot, `sym | (freq-1) << 8 | start << 20`,
+/// filled one symbol's run of slots at a time. An empty table (used by no
+/// context of a valid payload) reads symbol 0 with frequency 1 everywhere:
+/// whatever a corrupt payload decodes with it, the region checksum rejects.
 fn pack_table(t: &FreqTable) -> Vec<u32> {
-    (0..PROB_SCALE)
-        .map(|slot| {
-            let s = t.slot_symbol(slot) as usize;
-            let f = (t.freq[s] as u32).clamp(1, PROB_SCALE);
-            s as u32 | (f - 1) << 8 | ((t.cum[s] as u32) & 0xFFF) << 20
-        })
-        .collect()
+    let mut out = vec![0u32; PROB_SCALE as usize];
+    for s in 0..256 {
+        let f = t.freq[s] as u32;
+        if f == 0 {
+            continue;
+        }
+        let start = t.cum[s] as u32;
+        let e = s as u32 | (f - 1) << 8 | (start & 0xFFF) << 20;
+        out[start as usize..(start + f) as usize].fill(e);
+    }
+    out
 }
 
 /// Symbol counts per context (one context for order 0, 256 otherwise).

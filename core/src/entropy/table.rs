@@ -13,7 +13,6 @@ pub(crate) const PROB_SCALE: u32 = 1 << PROB_BITS;
 pub(crate) struct FreqTable {
     pub freq: [u16; 256],
     pub cum: [u16; 257],
-    slots: Vec<u8>,
 }
 
 impl FreqTable {
@@ -22,24 +21,18 @@ impl FreqTable {
         FreqTable {
             freq: [0; 256],
             cum: [0; 257],
-            slots: vec![0; PROB_SCALE as usize],
         }
     }
 
     fn from_freqs(freq: [u16; 256]) -> FreqTable {
         let mut cum = [0u16; 257];
-        let mut slots = vec![0u8; PROB_SCALE as usize];
         let mut acc = 0u32;
         for s in 0..256 {
             cum[s] = acc as u16;
-            let f = freq[s] as u32;
-            for slot in &mut slots[acc as usize..(acc + f) as usize] {
-                *slot = s as u8;
-            }
-            acc += f;
+            acc += freq[s] as u32;
         }
         cum[256] = acc.min(u16::MAX as u32) as u16;
-        FreqTable { freq, cum, slots }
+        FreqTable { freq, cum }
     }
 
     /// Normalize counts so every present symbol keeps a frequency >= 1.
@@ -76,11 +69,6 @@ impl FreqTable {
             }
         }
         FreqTable::from_freqs(freq)
-    }
-
-    #[inline]
-    pub fn slot_symbol(&self, slot: u32) -> u8 {
-        self.slots[(slot & (PROB_SCALE - 1)) as usize]
     }
 
     /// Serialize: present symbols (list or bitmap), then frequencies.
