@@ -460,9 +460,22 @@ fn raw_bytes(words: &[u64], width: u8) -> Vec<u8> {
     if bpw == 1 {
         return to_bytes_lossy(words);
     }
+    /// Fixed-size words: one store per word.
+    fn put<const B: usize>(words: &[u64], out: &mut [u8]) {
+        for (o, &w) in out.chunks_exact_mut(B).zip(words) {
+            o.copy_from_slice(&w.to_le_bytes()[..B]);
+        }
+    }
     let mut out = vec![0u8; words.len() * bpw];
-    for (o, &w) in out.chunks_exact_mut(bpw).zip(words) {
-        o.copy_from_slice(&w.to_le_bytes()[..bpw]);
+    match bpw {
+        2 => put::<2>(words, &mut out),
+        4 => put::<4>(words, &mut out),
+        8 => put::<8>(words, &mut out),
+        _ => {
+            for (o, &w) in out.chunks_exact_mut(bpw).zip(words) {
+                o.copy_from_slice(&w.to_le_bytes()[..bpw]);
+            }
+        }
     }
     out
 }
@@ -757,14 +770,27 @@ fn unpack_small<const K: usize, W: Word>(data: &[u8], o: &mut [W]) {
 }
 
 fn push_le_words<W: Word>(bytes: &[u8], bpw: usize, out: &mut Vec<W>) {
-    out.reserve(bytes.len() / bpw.max(1));
-    if bpw == 1 {
-        out.extend(bytes.iter().map(|&b| W::from_u64(b as u64)));
-    } else {
-        for c in bytes.chunks_exact(bpw) {
+    /// Fixed-size words: one load per word, no per-word capacity check.
+    fn fill<W: Word, const B: usize>(bytes: &[u8], out: &mut Vec<W>) {
+        let start = out.len();
+        out.resize(start + bytes.len() / B, W::default());
+        for (o, c) in out[start..].iter_mut().zip(bytes.chunks_exact(B)) {
             let mut b = [0u8; 8];
-            b[..bpw].copy_from_slice(c);
-            out.push(W::from_u64(u64::from_le_bytes(b)));
+            b[..B].copy_from_slice(c);
+            *o = W::from_u64(u64::from_le_bytes(b));
+        }
+    }
+    match bpw {
+        1 => fill::<W, 1>(bytes, out),
+        2 => fill::<W, 2>(bytes, out),
+        4 => fill::<W, 4>(bytes, out),
+        8 => fill::<W, 8>(bytes, out),
+        _ => {
+            for c in bytes.chunks_exact(bpw.max(1)) {
+                let mut b = [0u8; 8];
+                b[..c.len()].copy_from_slice(c);
+                out.push(W::from_u64(u64::from_le_bytes(b)));
+            }
         }
     }
 }
