@@ -11,3 +11,6 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --workspace --no-fail-fast
 fi
+# The workspace build turns on brevis-core's `unsafe-fast` (the CLI does):
+# the library's own tests run once more without it (the safe decoders only).
+cargo test -p brevis-core --lib --quiet

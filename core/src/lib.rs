@@ -16,8 +16,12 @@
 //! ```
 //!
 //! Features: `search` (default) builds the synthesis search and the prior;
-//! `parallel` (default) uses rayon to work on regions on every core.
-#![forbid(unsafe_code)]
+//! `parallel` (default) uses rayon to work on regions on every core;
+//! `unsafe-fast` (off by default; the `brevis-hub` binary turns it on)
+//! decodes long rANS streams with AVX-512 when the CPU has it. It is the
+//! only `unsafe` code, in `entropy::rans_simd`; the archives are the same.
+#![cfg_attr(not(feature = "unsafe-fast"), forbid(unsafe_code))]
+#![cfg_attr(feature = "unsafe-fast", deny(unsafe_code))]
 #![warn(missing_docs)]
 
 pub mod container;
@@ -41,8 +45,9 @@ pub use progress::{NoProgress, ProgressSink};
 pub use search::{LearnOptions, Prior};
 
 /// Version of the `.brv` format this crate writes (and the newest it reads).
-/// Version 2 added the 16-bit-renormalized rANS codecs (wire ids 7-9);
-/// version 1 archives still decode.
-pub const FORMAT_VERSION: u16 = 2;
+/// Version 2 added the 16-bit-renormalized rANS codecs (wire ids 7-10);
+/// version 3 their 32-state variants for long streams (ids 11-13).
+/// Version 1 and 2 archives still decode.
+pub const FORMAT_VERSION: u16 = 3;
 /// Oldest `.brv` format version this crate reads.
 pub const OLDEST_FORMAT_VERSION: u16 = 1;

@@ -275,23 +275,25 @@ impl Reader<'_, '_> {
                     2 => Codec::Huffman,
                     3 => Codec::Rans0V1,
                     4 => Codec::Rans1V1,
-                    id @ (5 | 9) => {
+                    id @ (5 | 9 | 12) => {
                         let sibling = self.r.u8()?;
                         if merge_index.is_none_or(|i| sibling as usize >= i) {
                             return Err(DecodeError::corrupt(
                                 "conditional literal must follow its sibling in a Merge",
                             ));
                         }
-                        if id == 5 {
-                            Codec::RansCondV1 { sibling }
-                        } else {
-                            Codec::RansCond { sibling }
+                        match id {
+                            5 => Codec::RansCondV1 { sibling },
+                            9 => Codec::RansCond { sibling },
+                            _ => Codec::RansCondx32 { sibling },
                         }
                     }
                     6 => Codec::Zstd,
                     7 => Codec::Rans0,
                     8 => Codec::Rans1,
                     10 => Codec::PackedRans0,
+                    11 => Codec::Rans0x32,
+                    13 => Codec::PackedRans0x32,
                     c => return Err(DecodeError::corrupt(format!("unknown codec {c}"))),
                 };
                 let len = self.r.varint()?;

@@ -7,6 +7,7 @@
 
 mod huffman;
 mod rans;
+mod rans_simd;
 mod rans_v1;
 mod table;
 
@@ -41,6 +42,16 @@ pub enum Codec {
     /// bytes in order-0 rANS: one symbol per byte instead of per word, and
     /// the byte histogram sees patterns of neighbouring words (signs).
     PackedRans0,
+    /// [`Codec::Rans0`] with 32 states (symbol `i` uses state `i % 32`):
+    /// for long streams, which decode 16 symbols per vector step.
+    Rans0x32,
+    /// [`Codec::RansCond`] with 32 states.
+    RansCondx32 {
+        /// Index of the sibling (must be smaller than this child's index).
+        sibling: u8,
+    },
+    /// [`Codec::PackedRans0`] with the bytes in [`Codec::Rans0x32`].
+    PackedRans0x32,
     /// Format v1's order-0 rANS (byte renormalization). Decode only.
     Rans0V1,
     /// Format v1's order-1 rANS (one serial chain). Decode only.
@@ -67,13 +78,45 @@ impl Codec {
             Codec::Rans1 => 8,
             Codec::RansCond { .. } => 9,
             Codec::PackedRans0 => 10,
+            Codec::Rans0x32 => 11,
+            Codec::RansCondx32 { .. } => 12,
+            Codec::PackedRans0x32 => 13,
         }
+    }
+
+    /// This codec with the number of states right for a stream of
+    /// `symbols` symbols: the 32-state variant of order-0, conditional and
+    /// packed rANS from [`WIDE_SYMBOLS`] on (where its 112 extra bytes of
+    /// final states cost under 0.1%), the 4-state one below. Other codecs
+    /// are returned as they are.
+    pub fn fit(self, symbols: usize) -> Codec {
+        let wide = symbols >= WIDE_SYMBOLS;
+        match self {
+            Codec::Rans0 | Codec::Rans0x32 if wide => Codec::Rans0x32,
+            Codec::Rans0 | Codec::Rans0x32 => Codec::Rans0,
+            Codec::RansCond { sibling } | Codec::RansCondx32 { sibling } if wide => {
+                Codec::RansCondx32 { sibling }
+            }
+            Codec::RansCond { sibling } | Codec::RansCondx32 { sibling } => {
+                Codec::RansCond { sibling }
+            }
+            Codec::PackedRans0 | Codec::PackedRans0x32 if wide => Codec::PackedRans0x32,
+            Codec::PackedRans0 | Codec::PackedRans0x32 => Codec::PackedRans0,
+            c => c,
+        }
+    }
+
+    /// Whether two codecs are the same coder up to the number of states.
+    pub fn same_kind(self, other: Codec) -> bool {
+        self.fit(0) == other.fit(0)
     }
 
     /// The conditioning sibling's index, for the conditional coders.
     pub fn sibling(self) -> Option<u8> {
         match self {
-            Codec::RansCond { sibling } | Codec::RansCondV1 { sibling } => Some(sibling),
+            Codec::RansCond { sibling }
+            | Codec::RansCondx32 { sibling }
+            | Codec::RansCondV1 { sibling } => Some(sibling),
             _ => None,
         }
     }
@@ -89,6 +132,9 @@ impl Codec {
             Codec::RansCond { sibling } => format!("rans|{sibling}"),
             Codec::Zstd => "zstd".into(),
             Codec::PackedRans0 => "pack+rans0".into(),
+            Codec::Rans0x32 => "rans0x32".into(),
+            Codec::RansCondx32 { sibling } => format!("rans|{sibling}x32"),
+            Codec::PackedRans0x32 => "pack+rans0x32".into(),
             Codec::Rans0V1 => "rans0.v1".into(),
             Codec::Rans1V1 => "rans1.v1".into(),
             Codec::RansCondV1 { sibling } => format!("rans|{sibling}.v1"),
@@ -249,11 +295,15 @@ pub struct Sibling<'a> {
 /// turns per-word sign coders into packed ones (8 signs per symbol).
 pub const SYMBOL_COST: f64 = 0.01 / 8.0;
 
+/// Symbols from which order-0, conditional and packed rANS streams use 32
+/// states (see [`Codec::fit`]).
+pub const WIDE_SYMBOLS: usize = 1 << 17;
+
 /// Symbols the decoder steps through for `n` words of `width` bits in `codec`.
 pub fn symbols(codec: Codec, n: usize, width: u8) -> usize {
     match codec {
         Codec::Raw | Codec::BitPack | Codec::Zstd => 0,
-        Codec::PackedRans0 => (n * width as usize).div_ceil(8),
+        Codec::PackedRans0 | Codec::PackedRans0x32 => (n * width as usize).div_ceil(8),
         _ => n,
     }
 }
@@ -294,7 +344,8 @@ pub fn encode_best(
                     min_ctx: usize,
                     margin: f64,
                     best: &mut (Codec, f64, Option<Vec<u8>>)| {
-        if let Some(p) = rans_if_cheaper(syms, ctx, counts, min_ctx, best.1 * margin) {
+        let c = c.fit(syms.len());
+        if let Some(p) = rans_if_cheaper(c, syms, ctx, counts, min_ctx, best.1 * margin) {
             consider(c, p, best);
         }
     };
@@ -375,23 +426,29 @@ pub fn encode_with(codec: Codec, words: &[u64], width: u8, sibling: Option<&[u64
         Codec::Raw => raw_bytes(words, width),
         Codec::BitPack => bitpack(words, bits_for(or_all(words))),
         Codec::Huffman => huffman::encode(words),
-        Codec::Rans0 => rans::encode(&to_bytes(words), Context::None, 0),
+        Codec::Rans0 | Codec::Rans0x32 => {
+            let syms = to_bytes(words);
+            let counts = rans::count(&syms, &Context::None);
+            rans_encode(codec, &syms, Context::None, &counts, 0)
+        }
         Codec::Rans1 => rans::encode(
             &to_bytes(words),
             Context::Previous,
             (words.len() / 512).max(512),
         ),
-        Codec::RansCond { .. } => rans::encode(
-            &to_bytes(words),
-            Context::Sibling(&to_bytes(
-                sibling.expect("conditional coder needs its sibling"),
-            )),
-            (words.len() / 512).max(512),
-        ),
+        Codec::RansCond { .. } | Codec::RansCondx32 { .. } => {
+            let syms = to_bytes(words);
+            let sib = to_bytes(sibling.expect("conditional coder needs its sibling"));
+            let ctx = Context::Sibling(&sib);
+            let counts = rans::count(&syms, &ctx);
+            rans_encode(codec, &syms, ctx, &counts, (words.len() / 512).max(512))
+        }
         Codec::Zstd => zstd::bulk::compress(&raw_bytes(words, width), 19).unwrap_or_default(),
-        Codec::PackedRans0 => {
+        Codec::PackedRans0 | Codec::PackedRans0x32 => {
             assert!(width <= 4, "packed rANS takes words of at most 4 bits");
-            rans::encode(&pack_bits(words, width as u32), Context::None, 0)
+            let syms = pack_bits(words, width as u32);
+            let counts = rans::count(&syms, &Context::None);
+            rans_encode(codec, &syms, Context::None, &counts, 0)
         }
         Codec::Rans0V1 | Codec::Rans1V1 | Codec::RansCondV1 { .. } => {
             panic!("{codec:?} is decode-only")
@@ -414,6 +471,7 @@ fn to_bytes_lossy(words: &[u64]) -> Vec<u8> {
 /// counts of `syms` under `ctx`) is below `bound`: a candidate is encoded
 /// only when it may win.
 fn rans_if_cheaper(
+    codec: Codec,
     syms: &[u8],
     ctx: Context<'_>,
     counts: &rans::Counts,
@@ -421,20 +479,49 @@ fn rans_if_cheaper(
     bound: f64,
 ) -> Option<Vec<u8>> {
     // Every symbol of `syms` is one the decoder steps through.
-    let est = rans::estimate_counted(counts, min_ctx);
+    let est = rans::estimate_counted(counts, min_ctx) + 4.0 * (lanes(codec) - rans::LANES) as f64;
     (est + syms.len() as f64 * SYMBOL_COST < bound)
-        .then(|| rans::encode_counted(syms, ctx, counts, min_ctx))
+        .then(|| rans_encode(codec, syms, ctx, counts, min_ctx))
+}
+
+/// States of a rANS codec.
+fn lanes(codec: Codec) -> usize {
+    match codec {
+        Codec::Rans0x32 | Codec::RansCondx32 { .. } | Codec::PackedRans0x32 => rans::WIDE,
+        _ => rans::LANES,
+    }
+}
+
+/// `syms` (counted under `ctx`) in rANS with `codec`'s number of states.
+fn rans_encode(
+    codec: Codec,
+    syms: &[u8],
+    ctx: Context<'_>,
+    counts: &rans::Counts,
+    min_ctx: usize,
+) -> Vec<u8> {
+    if lanes(codec) == rans::WIDE {
+        rans::encode_counted::<{ rans::WIDE }>(syms, ctx, counts, min_ctx)
+    } else {
+        rans::encode_counted::<{ rans::LANES }>(syms, ctx, counts, min_ctx)
+    }
 }
 
 /// `words` in [`Codec::Rans0`] (words < 256) or [`Codec::PackedRans0`]
 /// (`width <= 4`) if that costs less than `bound` (see [`cost`]): the
 /// symbols are made and counted once for the estimate and the encoding.
-pub fn encode_if_cheaper(codec: Codec, words: &[u64], width: u8, bound: f64) -> Option<Vec<u8>> {
+pub fn encode_if_cheaper(
+    codec: Codec,
+    words: &[u64],
+    width: u8,
+    bound: f64,
+) -> Option<(Codec, Vec<u8>)> {
     let syms = match codec {
-        Codec::Rans0 => to_bytes(words),
-        Codec::PackedRans0 if width <= 4 => pack_bits(words, width as u32),
+        Codec::Rans0 | Codec::Rans0x32 => to_bytes(words),
+        Codec::PackedRans0 | Codec::PackedRans0x32 if width <= 4 => pack_bits(words, width as u32),
         _ => panic!("encode_if_cheaper takes Rans0 or PackedRans0, not {codec:?}"),
     };
+    let codec = codec.fit(syms.len());
     // Long streams are screened on every 8th symbol first, optimistically
     // (table cost unscaled, no coder overhead): most alternatives lose.
     if syms.len() >= 1 << 15 {
@@ -451,8 +538,8 @@ pub fn encode_if_cheaper(codec: Codec, words: &[u64], width: u8, bound: f64) -> 
         }
     }
     let counts = rans::count(&syms, &Context::None);
-    let p = rans_if_cheaper(&syms, Context::None, &counts, 0, bound)?;
-    (cost(codec, p.len(), words.len(), width) < bound).then_some(p)
+    let p = rans_if_cheaper(codec, &syms, Context::None, &counts, 0, bound)?;
+    (cost(codec, p.len(), words.len(), width) < bound).then_some((codec, p))
 }
 
 fn raw_bytes(words: &[u64], width: u8) -> Vec<u8> {
@@ -543,6 +630,16 @@ pub trait Word: Copy + Default + Send + Sync + 'static {
     fn from_u64(v: u64) -> Self;
     /// Widen.
     fn to_u64(self) -> u64;
+    /// The words as bytes, when a word is a byte (the vector decoders' case).
+    fn as_bytes(words: &[Self]) -> Option<&[u8]> {
+        let _ = words;
+        None
+    }
+    /// [`Word::as_bytes`], mutable.
+    fn as_bytes_mut(words: &mut [Self]) -> Option<&mut [u8]> {
+        let _ = words;
+        None
+    }
 }
 
 impl Word for u8 {
@@ -554,6 +651,12 @@ impl Word for u8 {
     fn to_u64(self) -> u64 {
         self as u64
     }
+    fn as_bytes(words: &[u8]) -> Option<&[u8]> {
+        Some(words)
+    }
+    fn as_bytes_mut(words: &mut [u8]) -> Option<&mut [u8]> {
+        Some(words)
+    }
 }
 
 impl Word for u64 {
@@ -564,6 +667,22 @@ impl Word for u64 {
     #[inline(always)]
     fn to_u64(self) -> u64 {
         self
+    }
+}
+
+/// [`rans::decode_n`] with `codec`'s number of states (vector decoding on).
+fn rans_decode<W: Word>(
+    codec: Codec,
+    payload: &[u8],
+    n: usize,
+    previous: bool,
+    sibling: Option<&[W]>,
+    out: &mut Vec<W>,
+) -> Result<(), DecodeError> {
+    if lanes(codec) == rans::WIDE {
+        rans::decode_n::<W, { rans::WIDE }>(payload, n, false, sibling, out, true)
+    } else {
+        rans::decode_n::<W, { rans::LANES }>(payload, n, previous, sibling, out, true)
     }
 }
 
@@ -612,6 +731,8 @@ pub fn decode<W: Word>(
         Codec::Rans0
         | Codec::Rans1
         | Codec::RansCond { .. }
+        | Codec::Rans0x32
+        | Codec::RansCondx32 { .. }
         | Codec::Rans0V1
         | Codec::Rans1V1
         | Codec::RansCondV1 { .. } => {
@@ -629,17 +750,17 @@ pub fn decode<W: Word>(
             ) {
                 rans_v1::decode(payload, n, previous, sib, out)?;
             } else {
-                rans::decode(payload, n, previous, sib, out)?;
+                rans_decode(codec, payload, n, previous, sib, out)?;
             }
             symbols = true;
         }
-        Codec::PackedRans0 => {
+        Codec::PackedRans0 | Codec::PackedRans0x32 => {
             if width > 4 {
                 return Err(DecodeError::corrupt("packed rANS: width above 4 bits"));
             }
             let k = width as usize;
             let mut bytes: Vec<u8> = Vec::new();
-            rans::decode(payload, (n * k).div_ceil(8), false, None, &mut bytes)?;
+            rans_decode(codec, payload, (n * k).div_ceil(8), false, None, &mut bytes)?;
             if !(n * k).is_multiple_of(8) && bytes.last().is_some_and(|&b| b >> ((n * k) % 8) != 0)
             {
                 return Err(DecodeError::corrupt("packed rANS: padding bits set"));

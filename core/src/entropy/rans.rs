@@ -24,7 +24,11 @@ use crate::error::DecodeError;
 
 /// Lower bound of a normalized state.
 const RANS_L: u32 = 1 << 16;
-const LANES: usize = 4;
+/// States of the narrow coders (every context model).
+pub(crate) const LANES: usize = 4;
+/// States of the wide coders (order 0 and conditional on long streams):
+/// two 16-lane vectors decoded side by side.
+pub(crate) const WIDE: usize = 32;
 
 /// How the table for a symbol is chosen.
 #[derive(Clone, Copy)]
@@ -277,16 +281,21 @@ pub(crate) fn count(syms: &[u8], ctx: &Context<'_>) -> Counts {
 /// Encode byte symbols with contexts. `min_ctx_count` is the count below
 /// which a context shares the fallback table (ignored for `None`).
 pub(crate) fn encode(syms: &[u8], ctx: Context<'_>, min_ctx_count: usize) -> Vec<u8> {
-    encode_counted(syms, ctx, &count(syms, &ctx), min_ctx_count)
+    encode_counted::<LANES>(syms, ctx, &count(syms, &ctx), min_ctx_count)
 }
 
-/// [`encode`] with the counts of `syms` under `ctx` already taken.
-pub(crate) fn encode_counted(
+/// [`encode`] with `N` states (order 1 takes [`LANES`] only) and the counts
+/// of `syms` under `ctx` already taken.
+pub(crate) fn encode_counted<const N: usize>(
     syms: &[u8],
     ctx: Context<'_>,
     counts: &Counts,
     min_ctx_count: usize,
 ) -> Vec<u8> {
+    assert!(
+        N == LANES || !matches!(ctx, Context::Previous),
+        "order 1 has {LANES} states"
+    );
     let n = syms.len();
     if let Context::Sibling(s) = ctx {
         assert_eq!(s.len(), n, "sibling length");
@@ -307,8 +316,8 @@ pub(crate) fn encode_counted(
         buf: vec![0u16; n + 1],
         p: n + 1,
     };
-    let mut x = [RANS_L; LANES];
-    let q = n / LANES;
+    let mut x = [RANS_L; N];
+    let q = n / N;
     match ctx {
         Context::None | Context::Sibling(_) => {
             let e = |i: usize| -> &[EncSym; 256] {
@@ -317,12 +326,12 @@ pub(crate) fn encode_counted(
                     _ => &enc[0],
                 }
             };
-            for i in (LANES * q..n).rev() {
-                x[i % LANES] = e(i)[syms[i] as usize].put(x[i % LANES], &mut sink);
+            for i in (N * q..n).rev() {
+                x[i % N] = e(i)[syms[i] as usize].put(x[i % N], &mut sink);
             }
             for j in (0..q).rev() {
-                for l in (0..LANES).rev() {
-                    let i = LANES * j + l;
+                for l in (0..N).rev() {
+                    let i = N * j + l;
                     x[l] = e(i)[syms[i] as usize].put(x[l], &mut sink);
                 }
             }
@@ -337,23 +346,24 @@ pub(crate) fn encode_counted(
                 enc[tbl[i] as usize][syms[i] as usize].put(st, sink)
             };
             for i in (starts[LANES - 1] + q..n).rev() {
-                x[LANES - 1] = put(i, x[LANES - 1], &mut sink);
+                x[N - 1] = put(i, x[N - 1], &mut sink);
             }
             for j in (0..q).rev() {
-                for l in (0..LANES).rev() {
+                for l in (0..N).rev() {
                     x[l] = put(starts[l] + j, x[l], &mut sink);
                 }
             }
         }
     }
     let words = &sink.buf[sink.p..];
-    put_varint(&mut out, (4 * LANES + 2 * words.len()) as u64);
+    put_varint(&mut out, (4 * N + 2 * words.len()) as u64);
     for st in x {
         out.extend_from_slice(&st.to_be_bytes());
     }
-    out.reserve(2 * words.len());
-    for w in words {
-        out.extend_from_slice(&w.to_le_bytes());
+    let at = out.len();
+    out.resize(at + 2 * words.len(), 0);
+    for (o, w) in out[at..].chunks_exact_mut(2).zip(words) {
+        o.copy_from_slice(&w.to_le_bytes());
     }
     out
 }
@@ -420,6 +430,7 @@ macro_rules! step {
 
 /// Decode `n_expected` symbols, appending them to `out`. `sibling` must be
 /// given for the conditional model.
+#[cfg(test)]
 pub(crate) fn decode<W: Word>(
     payload: &[u8],
     n_expected: usize,
@@ -427,17 +438,32 @@ pub(crate) fn decode<W: Word>(
     sibling: Option<&[W]>,
     out: &mut Vec<W>,
 ) -> Result<(), DecodeError> {
+    decode_n::<W, LANES>(payload, n_expected, previous, sibling, out, false)
+}
+
+/// [`decode`] for a payload of `N` states (order 1 takes [`LANES`] only).
+/// With `simd`, full groups of a wide stream go through the vector decoder
+/// when the CPU has one (the result is the same).
+pub(crate) fn decode_n<W: Word, const N: usize>(
+    payload: &[u8],
+    n_expected: usize,
+    previous: bool,
+    sibling: Option<&[W]>,
+    out: &mut Vec<W>,
+    simd: bool,
+) -> Result<(), DecodeError> {
+    assert!(N == LANES || !previous, "order 1 has {LANES} states");
     let n = n_expected;
     let sibling_len = sibling.map(<[W]>::len);
     let Some((model, data)) = read_payload(payload, n, previous, sibling_len)? else {
         return Ok(());
     };
-    if data.len() < 4 * LANES || !(data.len() - 4 * LANES).is_multiple_of(2) {
+    if data.len() < 4 * N || !(data.len() - 4 * N).is_multiple_of(2) {
         return Err(DecodeError::corrupt("rans: bad stream length"));
     }
-    let mut x: [u32; LANES] =
+    let mut x: [u32; N] =
         std::array::from_fn(|k| u32::from_be_bytes(data[4 * k..4 * k + 4].try_into().expect("4")));
-    let mut pos = 4 * LANES;
+    let mut pos = 4 * N;
     let packed = model.packed();
     let by_ctx: Vec<&[u32]> = (0..256)
         .map(|c| &packed[model.map[c] as usize][..])
@@ -446,26 +472,39 @@ pub(crate) fn decode<W: Word>(
     let base = out.len();
     out.resize(base + n, W::default());
     let o = &mut out[base..];
-    let q = n / LANES;
+    let q = n / N;
+    // Full groups the vector decoder took.
+    let mut done = 0;
+    if simd && N == super::rans_simd::LANES && !previous {
+        let sib = sibling.map(W::as_bytes);
+        if let (Some(o), Some(x)) = (W::as_bytes_mut(o), (&mut x[..]).try_into().ok())
+            && sib.is_none_or(|s| s.is_some())
+        {
+            done = super::rans_simd::decode(&model, &packed, x, data, &mut pos, o, sib.flatten());
+        }
+    }
     if sibling.is_none() && !previous {
         let t = &packed[0][..];
-        for chunk in o.chunks_exact_mut(LANES) {
-            for l in 0..LANES {
+        for chunk in o[done * N..].chunks_exact_mut(N) {
+            for l in 0..N {
                 chunk[l] = W::from_u64(step!(t, x[l], data, pos) as u64);
             }
         }
-        for l in 0..n % LANES {
-            o[q * LANES + l] = W::from_u64(step!(t, x[l], data, pos) as u64);
+        for l in 0..n % N {
+            o[q * N + l] = W::from_u64(step!(t, x[l], data, pos) as u64);
         }
     } else if let Some(sib) = sibling {
         let tbl = |w: W| by_ctx[(w.to_u64() as usize).min(255)];
-        for (chunk, sc) in o.chunks_exact_mut(LANES).zip(sib.chunks_exact(LANES)) {
-            for l in 0..LANES {
+        for (chunk, sc) in o[done * N..]
+            .chunks_exact_mut(N)
+            .zip(sib[done * N..].chunks_exact(N))
+        {
+            for l in 0..N {
                 chunk[l] = W::from_u64(step!(tbl(sc[l]), x[l], data, pos) as u64);
             }
         }
-        for l in 0..n % LANES {
-            let i = q * LANES + l;
+        for l in 0..n % N {
+            let i = q * N + l;
             o[i] = W::from_u64(step!(tbl(sib[i]), x[l], data, pos) as u64);
         }
     } else {
@@ -546,6 +585,82 @@ mod tests {
     fn segments_round_trip_at_every_small_length() {
         for n in 0..40 {
             round_trip_every_model(&bytes(n as u64, n, 7), &bytes(n as u64 + 1, n, 3), 1);
+        }
+    }
+
+    /// `s` through the wide order-0 and conditional coders, decoded by
+    /// the vector decoder (when built and the CPU has it) and by the
+    /// scalar one: both must give `s`, and reject the stream cut short.
+    fn round_trip_wide(s: &[u8], sib: &[u8], min_ctx_count: usize) {
+        for ctx in [Context::None, Context::Sibling(sib)] {
+            let counts = count(s, &ctx);
+            let p = encode_counted::<WIDE>(s, ctx, &counts, min_ctx_count);
+            let sibling = matches!(ctx, Context::Sibling(_)).then_some(sib);
+            for simd in [true, false] {
+                let mut out: Vec<u8> = vec![7];
+                decode_n::<u8, WIDE>(&p, s.len(), false, sibling, &mut out, simd).unwrap();
+                assert_eq!(&out[1..], s, "n={} simd={simd}", s.len());
+                // Wide words (u64) take the scalar path.
+                let mut wide: Vec<u64> = Vec::new();
+                let sib64: Vec<u64> = sib.iter().map(|&b| b as u64).collect();
+                let sibling64 = sibling.map(|_| &sib64[..]);
+                decode_n::<u64, WIDE>(&p, s.len(), false, sibling64, &mut wide, simd).unwrap();
+                assert!(wide.iter().zip(s).all(|(&a, &b)| a == b as u64));
+                if !s.is_empty() {
+                    let cut = &p[..p.len() - 2];
+                    let mut out: Vec<u8> = Vec::new();
+                    assert!(
+                        decode_n::<u8, WIDE>(cut, s.len(), false, sibling, &mut out, simd).is_err()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn wide_streams_round_trip_at_every_small_length() {
+        for n in 0..200 {
+            round_trip_wide(&bytes(n as u64, n, 7), &bytes(n as u64 + 1, n, 3), 1);
+        }
+    }
+
+    #[test]
+    fn wide_streams_round_trip_long_and_skewed() {
+        // Long enough for many vector steps, with rare symbols (refills in
+        // every pattern of lanes) and near-certain ones (states near 2^32).
+        for (n, rare) in [(100_003usize, 4000u64), (70_001, 3), (131_072, 50)] {
+            let sib: Vec<u8> = (0..n).map(|i| (i % 5) as u8 * 40).collect();
+            let s: Vec<u8> = bytes(n as u64, n, rare)
+                .iter()
+                .enumerate()
+                .map(|(i, &r)| if r == 0 { (i * 31) as u8 } else { 3 })
+                .collect();
+            round_trip_wide(&s, &sib, 512);
+            round_trip_wide(&bytes(n as u64 + 9, n, 200), &sib, 512);
+        }
+    }
+
+    #[test]
+    fn wide_decoders_agree_on_corrupt_streams() {
+        // A flipped stream byte decodes to garbage or an error, but the
+        // same garbage or error on both paths.
+        let n = 50_000;
+        let s = bytes(5, n, 60);
+        let sib: Vec<u8> = (0..n).map(|i| (i % 3) as u8).collect();
+        for ctx in [Context::None, Context::Sibling(&sib)] {
+            let counts = count(&s, &ctx);
+            let p = encode_counted::<WIDE>(&s, ctx, &counts, 1);
+            let sibling = matches!(ctx, Context::Sibling(_)).then_some(&sib[..]);
+            for at in (p.len() - 20_000..p.len()).step_by(997) {
+                let mut bad = p.clone();
+                bad[at] ^= 0x5a;
+                let run = |simd| {
+                    let mut out: Vec<u8> = Vec::new();
+                    let r = decode_n::<u8, WIDE>(&bad, n, false, sibling, &mut out, simd);
+                    (r.is_ok(), out)
+                };
+                assert_eq!(run(true), run(false), "byte {at}");
+            }
         }
     }
 

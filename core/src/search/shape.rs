@@ -253,26 +253,27 @@ fn lit_auto(words: &[u64], width: u8, sibs: &[Sibling<'_>], zstd: Option<i32>) -
 fn lit_fixed(codec: Codec, words: &[u64], width: u8, sibs: &[Sibling<'_>]) -> Node {
     // Bit length and `<= 255` tests only: the OR serves as the maximum.
     let max = entropy::or_all(words);
-    let sibling = match codec {
-        Codec::RansCond { sibling } => match sibs.iter().find(|s| s.index == sibling) {
+    let n = words.len();
+    let packed = codec.same_kind(Codec::PackedRans0);
+    // The sample's codec with the number of states right for this region.
+    let codec = codec.fit(if packed {
+        entropy::symbols(Codec::PackedRans0, n, width)
+    } else {
+        n
+    });
+    let sibling = match codec.sibling() {
+        Some(sibling) => match sibs.iter().find(|s| s.index == sibling) {
             Some(s) => Some(s.words),
             None => return lit_auto(words, width, sibs, None),
         },
-        _ => None,
+        None => None,
     };
-    let entropy_codec = matches!(
-        codec,
-        Codec::Huffman | Codec::Rans0 | Codec::Rans1 | Codec::RansCond { .. }
-    );
-    if (entropy_codec && max > 255)
-        || (codec == Codec::PackedRans0 && width > 4)
-        || words.len() < 16
-    {
+    let entropy_codec = !packed && entropy::symbols(codec, n, width) > 0;
+    if (entropy_codec && max > 255) || (packed && width > 4) || n < 16 {
         return lit_auto(words, width, sibs, None);
     }
     // The frozen codec is the sample's winner; statistics drift between
     // regions, so order-0 rANS and the cheap codecs are priced too.
-    let n = words.len();
     let cost = |c: Codec, p: &[u8]| entropy::cost(c, p.len(), n, width);
     let mut best = (codec, entropy::encode_with(codec, words, width, sibling));
     // A sample's few words favour small tables; a whole region can pay for
@@ -280,10 +281,10 @@ fn lit_fixed(codec: Codec, words: &[u64], width: u8, sibs: &[Sibling<'_>]) -> No
     let alternatives = [(Codec::Rans0, max <= 255), (Codec::PackedRans0, width <= 4)];
     for (c, fits) in alternatives {
         if fits
-            && c != codec
-            && let Some(p) = entropy::encode_if_cheaper(c, words, width, cost(best.0, &best.1))
+            && !c.same_kind(codec)
+            && let Some(b) = entropy::encode_if_cheaper(c, words, width, cost(best.0, &best.1))
         {
-            best = (c, p);
+            best = b;
         }
     }
     let best_cost = cost(best.0, &best.1);
