@@ -93,10 +93,10 @@ pub(crate) fn exact_size(counts: &[u32; 256]) -> usize {
 }
 
 /// Encode symbols (each < 256).
-pub(crate) fn encode(syms: &[u64]) -> Vec<u8> {
+pub(crate) fn encode<W: Word>(syms: &[W]) -> Vec<u8> {
     let mut counts = [0u32; 256];
     for &s in syms {
-        counts[s as usize] += 1;
+        counts[s.to_u64() as usize] += 1;
     }
     let lens = code_lengths(&counts);
     let codes = canonical_codes(&lens);
@@ -117,8 +117,9 @@ pub(crate) fn encode(syms: &[u64]) -> Vec<u8> {
     let mut acc = 0u64;
     let mut nacc = 0u32;
     for &s in syms {
-        acc |= (codes[s as usize] as u64) << nacc;
-        nacc += lens[s as usize] as u32;
+        let s = s.to_u64() as usize;
+        acc |= (codes[s] as u64) << nacc;
+        nacc += lens[s] as u32;
         while nacc >= 8 {
             bits.push(acc as u8);
             acc >>= 8;

@@ -11,6 +11,8 @@ mod rans_simd;
 mod rans_v1;
 mod table;
 
+use std::borrow::Cow;
+
 use crate::error::DecodeError;
 use rans::Context;
 
@@ -246,8 +248,11 @@ pub fn entropy_bits(counts: &[u32]) -> f64 {
 /// The OR of all words: it has the bit length of the largest word (and is
 /// `< 2^k` exactly when every word is), and unlike `max` it vectorizes on
 /// baseline x86-64, which has no unsigned 64-bit compare.
-pub fn or_all(words: &[u64]) -> u64 {
-    words.iter().fold(0, |a, &w| a | w)
+pub fn or_all<W: Word>(words: &[W]) -> u64 {
+    match W::as_bytes(words) {
+        Some(b) => b.iter().fold(0u8, |a, &w| a | w) as u64,
+        None => words.iter().fold(0, |a, &w| a | w.to_u64()),
+    }
 }
 
 /// Bits needed to write `max`.
@@ -421,7 +426,12 @@ pub fn encode_best(
 }
 
 /// Encode with one given codec (used by tests and by the search to price a choice).
-pub fn encode_with(codec: Codec, words: &[u64], width: u8, sibling: Option<&[u64]>) -> Vec<u8> {
+pub fn encode_with<W: Word>(
+    codec: Codec,
+    words: &[W],
+    width: u8,
+    sibling: Option<&[W]>,
+) -> Vec<u8> {
     match codec {
         Codec::Raw => raw_bytes(words, width),
         Codec::BitPack => bitpack(words, bits_for(or_all(words))),
@@ -457,14 +467,17 @@ pub fn encode_with(codec: Codec, words: &[u64], width: u8, sibling: Option<&[u64
 }
 
 /// Words known to be < 256, as bytes.
-fn to_bytes(words: &[u64]) -> Vec<u8> {
-    debug_assert!(words.iter().all(|&w| w < 256));
+fn to_bytes<W: Word>(words: &[W]) -> Cow<'_, [u8]> {
+    debug_assert!(words.iter().all(|&w| w.to_u64() < 256));
     to_bytes_lossy(words)
 }
 
-/// The low byte of every word.
-fn to_bytes_lossy(words: &[u64]) -> Vec<u8> {
-    words.iter().map(|&w| w as u8).collect()
+/// The low byte of every word (borrowed when words are bytes).
+fn to_bytes_lossy<W: Word>(words: &[W]) -> Cow<'_, [u8]> {
+    match W::as_bytes(words) {
+        Some(b) => Cow::Borrowed(b),
+        None => Cow::Owned(words.iter().map(|&w| w.to_u64() as u8).collect()),
+    }
 }
 
 /// `syms` in rANS under `ctx`, if its cost estimated from `counts` (the
@@ -510,15 +523,17 @@ fn rans_encode(
 /// `words` in [`Codec::Rans0`] (words < 256) or [`Codec::PackedRans0`]
 /// (`width <= 4`) if that costs less than `bound` (see [`cost`]): the
 /// symbols are made and counted once for the estimate and the encoding.
-pub fn encode_if_cheaper(
+pub fn encode_if_cheaper<W: Word>(
     codec: Codec,
-    words: &[u64],
+    words: &[W],
     width: u8,
     bound: f64,
 ) -> Option<(Codec, Vec<u8>)> {
     let syms = match codec {
         Codec::Rans0 | Codec::Rans0x32 => to_bytes(words),
-        Codec::PackedRans0 | Codec::PackedRans0x32 if width <= 4 => pack_bits(words, width as u32),
+        Codec::PackedRans0 | Codec::PackedRans0x32 if width <= 4 => {
+            Cow::Owned(pack_bits(words, width as u32))
+        }
         _ => panic!("encode_if_cheaper takes Rans0 or PackedRans0, not {codec:?}"),
     };
     let codec = codec.fit(syms.len());
@@ -542,32 +557,32 @@ pub fn encode_if_cheaper(
     (cost(codec, p.len(), words.len(), width) < bound).then_some((codec, p))
 }
 
-fn raw_bytes(words: &[u64], width: u8) -> Vec<u8> {
+fn raw_bytes<W: Word>(words: &[W], width: u8) -> Vec<u8> {
     let bpw = bytes_per_word(width);
     if bpw == 1 {
-        return to_bytes_lossy(words);
+        return to_bytes_lossy(words).into_owned();
     }
     /// Fixed-size words: one store per word.
-    fn put<const B: usize>(words: &[u64], out: &mut [u8]) {
+    fn put<W: Word, const B: usize>(words: &[W], out: &mut [u8]) {
         for (o, &w) in out.chunks_exact_mut(B).zip(words) {
-            o.copy_from_slice(&w.to_le_bytes()[..B]);
+            o.copy_from_slice(&w.to_u64().to_le_bytes()[..B]);
         }
     }
     let mut out = vec![0u8; words.len() * bpw];
     match bpw {
-        2 => put::<2>(words, &mut out),
-        4 => put::<4>(words, &mut out),
-        8 => put::<8>(words, &mut out),
+        2 => put::<W, 2>(words, &mut out),
+        4 => put::<W, 4>(words, &mut out),
+        8 => put::<W, 8>(words, &mut out),
         _ => {
             for (o, &w) in out.chunks_exact_mut(bpw).zip(words) {
-                o.copy_from_slice(&w.to_le_bytes()[..bpw]);
+                o.copy_from_slice(&w.to_u64().to_le_bytes()[..bpw]);
             }
         }
     }
     out
 }
 
-fn bitpack(words: &[u64], k: u32) -> Vec<u8> {
+fn bitpack<W: Word>(words: &[W], k: u32) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 + (words.len() * k as usize).div_ceil(8));
     out.push(k as u8);
     pack_into(words, k, &mut out);
@@ -575,28 +590,28 @@ fn bitpack(words: &[u64], k: u32) -> Vec<u8> {
 }
 
 /// Words of `k` bits packed LSB first (the last byte zero-padded).
-fn pack_bits(words: &[u64], k: u32) -> Vec<u8> {
+fn pack_bits<W: Word>(words: &[W], k: u32) -> Vec<u8> {
     let mut out = Vec::with_capacity((words.len() * k as usize).div_ceil(8));
     pack_into(words, k, &mut out);
     out
 }
 
-fn pack_into(words: &[u64], k: u32, out: &mut Vec<u8>) {
+fn pack_into<W: Word>(words: &[W], k: u32, out: &mut Vec<u8>) {
     match k {
-        1 => return pack_small::<1>(words, out),
-        2 => return pack_small::<2>(words, out),
-        3 => return pack_small::<3>(words, out),
-        4 => return pack_small::<4>(words, out),
-        5 => return pack_small::<5>(words, out),
-        6 => return pack_small::<6>(words, out),
-        7 => return pack_small::<7>(words, out),
-        8 => return pack_small::<8>(words, out),
+        1 => return pack_small::<W, 1>(words, out),
+        2 => return pack_small::<W, 2>(words, out),
+        3 => return pack_small::<W, 3>(words, out),
+        4 => return pack_small::<W, 4>(words, out),
+        5 => return pack_small::<W, 5>(words, out),
+        6 => return pack_small::<W, 6>(words, out),
+        7 => return pack_small::<W, 7>(words, out),
+        8 => return pack_small::<W, 8>(words, out),
         _ => {}
     }
     let mut acc: u128 = 0;
     let mut nacc = 0u32;
     for &w in words {
-        acc |= (w as u128) << nacc;
+        acc |= (w.to_u64() as u128) << nacc;
         nacc += k;
         while nacc >= 8 {
             out.push(acc as u8);
@@ -610,13 +625,13 @@ fn pack_into(words: &[u64], k: u32, out: &mut Vec<u8>) {
 }
 
 /// [`pack_into`] for `K <= 8` (words < 2^K): every 8 words make `K` bytes.
-fn pack_small<const K: usize>(words: &[u64], out: &mut Vec<u8>) {
+fn pack_small<W: Word, const K: usize>(words: &[W], out: &mut Vec<u8>) {
     let start = out.len();
     out.reserve((words.len() * K).div_ceil(8) + 8);
     for chunk in words.chunks(8) {
         let mut v = 0u64;
         for (j, &w) in chunk.iter().enumerate() {
-            v |= w << (j * K);
+            v |= w.to_u64() << (j * K);
         }
         out.extend_from_slice(&v.to_le_bytes()[..K]);
     }

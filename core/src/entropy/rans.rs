@@ -714,3 +714,53 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod speed {
+    use super::*;
+
+    /// Not a test: `cargo test --release -p brevis-core --features unsafe-fast -- --ignored --nocapture rans_speed`.
+    #[test]
+    #[ignore]
+    fn rans_speed() {
+        let n = 1 << 22;
+        let mut st = 12345u64;
+        let syms: Vec<u8> = (0..n)
+            .map(|_| {
+                st ^= st << 13;
+                st ^= st >> 7;
+                st ^= st << 17;
+                let r = (st >> 11) as f64 / (1u64 << 53) as f64;
+                (120.0 + r.ln() * 1.8).max(0.0) as u8
+            })
+            .collect();
+        let counts = count(&syms, &Context::None);
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            let p4 = encode_counted::<LANES>(&syms, Context::None, &counts, 0);
+            let e4 = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+            let t = std::time::Instant::now();
+            let p32 = encode_counted::<WIDE>(&syms, Context::None, &counts, 0);
+            let e32 = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+            let mut out = Vec::with_capacity(n);
+            let t = std::time::Instant::now();
+            decode_n::<u8, LANES>(&p4, n, false, None, &mut out, false).unwrap();
+            let d4 = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+            out.clear();
+            let t = std::time::Instant::now();
+            decode_n::<u8, WIDE>(&p32, n, false, None, &mut out, false).unwrap();
+            let d32 = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+            out.clear();
+            let t = std::time::Instant::now();
+            decode_n::<u8, WIDE>(&p32, n, false, None, &mut out, true).unwrap();
+            let d32v = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+            let t = std::time::Instant::now();
+            let c = count(&syms, &Context::None);
+            let cn = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+            assert_eq!(c.totals[0], n);
+            eprintln!(
+                "ns/symbol: encode 4 {e4:.2} 32 {e32:.2}; decode 4 {d4:.2} 32 {d32:.2} 32-simd {d32v:.2}; count {cn:.2}"
+            );
+        }
+    }
+}

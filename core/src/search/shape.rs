@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::dsl::{MapOp, Node, ScanOp, Split, mask};
-use crate::entropy::{self, Codec, LitOptions, Sibling};
+use crate::entropy::{self, Codec, LitOptions, Sibling, Word};
 
 /// A program with holes instead of payloads.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -107,7 +107,7 @@ impl Default for Instantiate {
     }
 }
 
-fn all_equal(words: &[u64]) -> bool {
+fn all_equal<W: PartialEq + Copy>(words: &[W]) -> bool {
     words.first().is_none_or(|&f| words.iter().all(|&w| w == f))
 }
 
@@ -143,11 +143,37 @@ fn inst(shape: &Shape, words: &[u64], width: u8, sibs: &[Sibling<'_>], cfg: &Ins
     match shape {
         Shape::Hole | Shape::Lit(None) => lit_auto(words, width, sibs, None),
         Shape::Generic => lit_auto(words, width, sibs, Some(cfg.zstd_level)),
-        Shape::Lit(Some(codec)) => lit_fixed(*codec, words, width, sibs),
+        Shape::Lit(Some(codec)) => lit_fixed(
+            *codec,
+            words,
+            width,
+            |i| sibs.iter().find(|s| s.index == i).map(|s| s.words),
+            || lit_auto(words, width, sibs, None),
+        ),
         Shape::Merge(split, kids) => {
             let fields = split.fields();
             if split.width() != width as u32 || kids.len() != fields.len() {
                 return lit_auto(words, width, sibs, None);
+            }
+            // Frozen literals of byte fields (every float split) take the
+            // fields as bytes.
+            if kids.iter().all(|k| matches!(k, Shape::Lit(Some(_))))
+                && let Some(parts) = split.split_bytes(words)
+            {
+                let children = kids
+                    .iter()
+                    .enumerate()
+                    .map(|(i, k)| {
+                        let Shape::Lit(Some(codec)) = k else {
+                            unreachable!("checked above")
+                        };
+                        byte_leaf(*codec, &parts[i], fields[i], &parts[..i])
+                    })
+                    .collect();
+                return Node::Merge {
+                    split: split.clone(),
+                    children,
+                };
             }
             let parts = split.split(words);
             let mut children = Vec::with_capacity(kids.len());
@@ -210,7 +236,7 @@ fn inst(shape: &Shape, words: &[u64], width: u8, sibs: &[Sibling<'_>], cfg: &Ins
 
 /// The smallest period `p` (a proper divisor of the length, at most 2^16)
 /// with `words[i] == words[i - p]` everywhere; a few candidates are tried.
-fn period(words: &[u64]) -> Option<usize> {
+fn period<W: PartialEq + Copy>(words: &[W]) -> Option<usize> {
     let n = words.len();
     if n < 64 {
         return None;
@@ -250,7 +276,59 @@ fn lit_auto(words: &[u64], width: u8, sibs: &[Sibling<'_>], zstd: Option<i32>) -
     }
 }
 
-fn lit_fixed(codec: Codec, words: &[u64], width: u8, sibs: &[Sibling<'_>]) -> Node {
+/// A frozen literal of a byte field: `Const` or `Repeat` when the bytes are
+/// so (as [`inst`] does for every leaf), else [`lit_fixed`]; `earlier` are
+/// the fields before it in its `Merge` (the conditional coder's siblings).
+fn byte_leaf(codec: Codec, words: &[u8], width: u8, earlier: &[Vec<u8>]) -> Node {
+    if all_equal(words) {
+        return Node::Const {
+            width,
+            n: words.len() as u64,
+            word: words.first().map_or(0, |&w| w as u64),
+        };
+    }
+    if let Some(p) = period(words) {
+        return Node::Repeat {
+            k: (words.len() / p) as u64,
+            child: Box::new(byte_leaf(codec, &words[..p], width, &[])),
+        };
+    }
+    lit_fixed(
+        codec,
+        words,
+        width,
+        |i| earlier.get(i as usize).map(|s| &s[..]),
+        || {
+            // The literal chooser takes words: rare (a frozen codec that
+            // does not fit this region), so the copy is no matter.
+            let wide = |b: &[u8]| b.iter().map(|&x| x as u64).collect::<Vec<u64>>();
+            let earlier: Vec<Vec<u64>> = earlier.iter().map(|e| wide(e)).collect();
+            let sibs: Vec<Sibling<'_>> = earlier
+                .iter()
+                .enumerate()
+                .map(|(j, w)| Sibling {
+                    index: j as u8,
+                    words: w,
+                    width: 8,
+                })
+                .collect();
+            lit_auto(&wide(words), width, &sibs, None)
+        },
+    )
+}
+
+/// A literal in the codec the search froze (fitted to this region's
+/// length), or order-0 rANS, packed rANS, bit-packed or raw when one of
+/// those is cheaper here; `sibling(i)` is the `Merge` sibling `i` (for the
+/// conditional coder) and `auto` the literal chooser when the frozen codec
+/// cannot code these words.
+fn lit_fixed<'a, W: Word>(
+    codec: Codec,
+    words: &[W],
+    width: u8,
+    sibling: impl Fn(u8) -> Option<&'a [W]>,
+    auto: impl FnOnce() -> Node,
+) -> Node {
     // Bit length and `<= 255` tests only: the OR serves as the maximum.
     let max = entropy::or_all(words);
     let n = words.len();
@@ -262,15 +340,15 @@ fn lit_fixed(codec: Codec, words: &[u64], width: u8, sibs: &[Sibling<'_>]) -> No
         n
     });
     let sibling = match codec.sibling() {
-        Some(sibling) => match sibs.iter().find(|s| s.index == sibling) {
-            Some(s) => Some(s.words),
-            None => return lit_auto(words, width, sibs, None),
+        Some(i) => match sibling(i) {
+            Some(s) if s.len() == n => Some(s),
+            _ => return auto(),
         },
         None => None,
     };
     let entropy_codec = !packed && entropy::symbols(codec, n, width) > 0;
     if (entropy_codec && max > 255) || (packed && width > 4) || n < 16 {
-        return lit_auto(words, width, sibs, None);
+        return auto();
     }
     // The frozen codec is the sample's winner; statistics drift between
     // regions, so order-0 rANS and the cheap codecs are priced too.
@@ -310,6 +388,67 @@ fn lit_fixed(codec: Codec, words: &[u64], width: u8, sibs: &[Sibling<'_>]) -> No
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frozen_byte_fields_round_trip() {
+        // bf16 words: sign periodic, exponent skewed, mantissa constant
+        // over part of the words; the frozen leaves include a conditional
+        // coder on an earlier field and one whose sibling does not exist.
+        let n = 200_000;
+        let words: Vec<u64> = (0..n as u64)
+            .map(|i| ((i % 3 == 0) as u64) << 15 | (120 + (i * i / 7) % 9) << 7 | (i / 150_000) * 5)
+            .collect();
+        let split = Split::Float(crate::dtype::Dtype::BF16);
+        let shapes = [
+            vec![Codec::PackedRans0, Codec::Rans0, Codec::BitPack],
+            vec![Codec::Raw, Codec::RansCond { sibling: 0 }, Codec::Huffman],
+            vec![Codec::Rans0, Codec::Rans0, Codec::RansCond { sibling: 2 }],
+        ];
+        for codecs in shapes {
+            let shape = Shape::Merge(
+                split.clone(),
+                codecs.iter().map(|&c| Shape::Lit(Some(c))).collect(),
+            );
+            for len in [n, 1000, 17, 3] {
+                let w = &words[..len];
+                let node = instantiate(&shape, w, 16, &Instantiate::default());
+                let back = crate::dsl::exec::execute(&node, &crate::dsl::exec::NoRefs).unwrap();
+                assert_eq!(back, w, "{codecs:?} on {len} words: {node}");
+                assert_eq!(node, instantiate_words(&shape, w), "{codecs:?} {len}");
+            }
+        }
+    }
+
+    /// [`instantiate`] through the word path (children split as words).
+    fn instantiate_words(shape: &Shape, words: &[u64]) -> Node {
+        let Shape::Merge(split, kids) = shape else {
+            unreachable!()
+        };
+        let parts = split.split(words);
+        let fields = split.fields();
+        let children = (0..kids.len())
+            .map(|i| {
+                let sibs: Vec<Sibling<'_>> = (0..i)
+                    .map(|j| Sibling {
+                        index: j as u8,
+                        words: &parts[j],
+                        width: fields[j],
+                    })
+                    .collect();
+                inst(
+                    &kids[i],
+                    &parts[i],
+                    fields[i],
+                    &sibs,
+                    &Instantiate::default(),
+                )
+            })
+            .collect();
+        Node::Merge {
+            split: split.clone(),
+            children,
+        }
+    }
 
     #[test]
     fn periodic_leaves_become_repeat() {
