@@ -396,7 +396,9 @@ mod tests {
         // coder on an earlier field and one whose sibling does not exist.
         let n = 200_000;
         let words: Vec<u64> = (0..n as u64)
-            .map(|i| ((i % 3 == 0) as u64) << 15 | (120 + (i * i / 7) % 9) << 7 | (i / 150_000) * 5)
+            .map(|i| {
+                (((i % 3 == 0) as u64) << 15) | ((120 + (i * i / 7) % 9) << 7) | ((i / 150_000) * 5)
+            })
             .collect();
         let split = Split::Float(crate::dtype::Dtype::BF16);
         let shapes = [
