@@ -294,6 +294,7 @@ impl Reader<'_, '_> {
                     10 => Codec::PackedRans0,
                     11 => Codec::Rans0x32,
                     13 => Codec::PackedRans0x32,
+                    14 => Codec::Rans1x32,
                     c => return Err(DecodeError::corrupt(format!("unknown codec {c}"))),
                 };
                 let len = self.r.varint()?;

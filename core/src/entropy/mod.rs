@@ -54,6 +54,8 @@ pub enum Codec {
     },
     /// [`Codec::PackedRans0`] with the bytes in [`Codec::Rans0x32`].
     PackedRans0x32,
+    /// [`Codec::Rans1`] with 32 states, over 32 segments of the stream.
+    Rans1x32,
     /// Format v1's order-0 rANS (byte renormalization). Decode only.
     Rans0V1,
     /// Format v1's order-1 rANS (one serial chain). Decode only.
@@ -83,12 +85,13 @@ impl Codec {
             Codec::Rans0x32 => 11,
             Codec::RansCondx32 { .. } => 12,
             Codec::PackedRans0x32 => 13,
+            Codec::Rans1x32 => 14,
         }
     }
 
     /// This codec with the number of states right for a stream of
-    /// `symbols` symbols: the 32-state variant of order-0, conditional and
-    /// packed rANS from [`WIDE_SYMBOLS`] on (where its 112 extra bytes of
+    /// `symbols` symbols: the 32-state variant of the v2 rANS codecs from
+    /// [`WIDE_SYMBOLS`] on (where its 112 extra bytes of
     /// final states cost under 0.1%), the 4-state one below. Other codecs
     /// are returned as they are.
     pub fn fit(self, symbols: usize) -> Codec {
@@ -96,6 +99,8 @@ impl Codec {
         match self {
             Codec::Rans0 | Codec::Rans0x32 if wide => Codec::Rans0x32,
             Codec::Rans0 | Codec::Rans0x32 => Codec::Rans0,
+            Codec::Rans1 | Codec::Rans1x32 if wide => Codec::Rans1x32,
+            Codec::Rans1 | Codec::Rans1x32 => Codec::Rans1,
             Codec::RansCond { sibling } | Codec::RansCondx32 { sibling } if wide => {
                 Codec::RansCondx32 { sibling }
             }
@@ -137,6 +142,7 @@ impl Codec {
             Codec::Rans0x32 => "rans0x32".into(),
             Codec::RansCondx32 { sibling } => format!("rans|{sibling}x32"),
             Codec::PackedRans0x32 => "pack+rans0x32".into(),
+            Codec::Rans1x32 => "rans1x32".into(),
             Codec::Rans0V1 => "rans0.v1".into(),
             Codec::Rans1V1 => "rans1.v1".into(),
             Codec::RansCondV1 { sibling } => format!("rans|{sibling}.v1"),
@@ -300,8 +306,7 @@ pub struct Sibling<'a> {
 /// turns per-word sign coders into packed ones (8 signs per symbol).
 pub const SYMBOL_COST: f64 = 0.01 / 8.0;
 
-/// Symbols from which order-0, conditional and packed rANS streams use 32
-/// states (see [`Codec::fit`]).
+/// Symbols from which rANS streams use 32 states (see [`Codec::fit`]).
 pub const WIDE_SYMBOLS: usize = 1 << 17;
 
 /// Symbols the decoder steps through for `n` words of `width` bits in `codec`.
@@ -394,7 +399,7 @@ pub fn encode_best(
         if opts.context && n >= 8192 {
             let min_ctx = (n / 512).max(512);
             let ctx = Context::Previous;
-            let counts = rans::count(&syms, &ctx);
+            let counts = rans_count(Codec::Rans1.fit(n), &syms, &ctx);
             try_rans(Codec::Rans1, &syms, ctx, &counts, min_ctx, 0.995, &mut best);
             for s in siblings {
                 if s.width > 8 || s.words.len() != n {
@@ -441,11 +446,12 @@ pub fn encode_with<W: Word>(
             let counts = rans::count(&syms, &Context::None);
             rans_encode(codec, &syms, Context::None, &counts, 0)
         }
-        Codec::Rans1 => rans::encode(
-            &to_bytes(words),
-            Context::Previous,
-            (words.len() / 512).max(512),
-        ),
+        Codec::Rans1 | Codec::Rans1x32 => {
+            let syms = to_bytes(words);
+            let counts = rans_count(codec, &syms, &Context::Previous);
+            let min_ctx = (words.len() / 512).max(512);
+            rans_encode(codec, &syms, Context::Previous, &counts, min_ctx)
+        }
         Codec::RansCond { .. } | Codec::RansCondx32 { .. } => {
             let syms = to_bytes(words);
             let sib = to_bytes(sibling.expect("conditional coder needs its sibling"));
@@ -500,8 +506,20 @@ fn rans_if_cheaper(
 /// States of a rANS codec.
 fn lanes(codec: Codec) -> usize {
     match codec {
-        Codec::Rans0x32 | Codec::RansCondx32 { .. } | Codec::PackedRans0x32 => rans::WIDE,
+        Codec::Rans0x32 | Codec::Rans1x32 | Codec::RansCondx32 { .. } | Codec::PackedRans0x32 => {
+            rans::WIDE
+        }
         _ => rans::LANES,
+    }
+}
+
+/// The counts of `syms` under `ctx` for `codec` (whose number of states is
+/// the number of order-1 segments).
+fn rans_count(codec: Codec, syms: &[u8], ctx: &Context<'_>) -> rans::Counts {
+    if lanes(codec) == rans::WIDE {
+        rans::count_n::<{ rans::WIDE }>(syms, ctx)
+    } else {
+        rans::count(syms, ctx)
     }
 }
 
@@ -695,7 +713,7 @@ fn rans_decode<W: Word>(
     out: &mut Vec<W>,
 ) -> Result<(), DecodeError> {
     if lanes(codec) == rans::WIDE {
-        rans::decode_n::<W, { rans::WIDE }>(payload, n, false, sibling, out, true)
+        rans::decode_n::<W, { rans::WIDE }>(payload, n, previous, sibling, out, true)
     } else {
         rans::decode_n::<W, { rans::LANES }>(payload, n, previous, sibling, out, true)
     }
@@ -747,11 +765,12 @@ pub fn decode<W: Word>(
         | Codec::Rans1
         | Codec::RansCond { .. }
         | Codec::Rans0x32
+        | Codec::Rans1x32
         | Codec::RansCondx32 { .. }
         | Codec::Rans0V1
         | Codec::Rans1V1
         | Codec::RansCondV1 { .. } => {
-            let previous = matches!(codec, Codec::Rans1 | Codec::Rans1V1);
+            let previous = matches!(codec, Codec::Rans1 | Codec::Rans1x32 | Codec::Rans1V1);
             let sib = match codec.sibling() {
                 Some(_) => Some(
                     sibling
@@ -945,6 +964,9 @@ mod tests {
             Codec::Rans1,
             Codec::RansCond { sibling: 0 },
             Codec::Zstd,
+            Codec::Rans0x32,
+            Codec::Rans1x32,
+            Codec::RansCondx32 { sibling: 0 },
         ]
     }
 
@@ -974,13 +996,15 @@ mod tests {
         for width in 1u8..=4 {
             for n in [0usize, 1, 7, 8, 9, 63, 64, 65, 1000, 40_001] {
                 let words: Vec<u64> = skewed(n as u64 + width as u64, n, 1 << width);
-                let p = encode_with(Codec::PackedRans0, &words, width, None);
-                let mut out: Vec<u64> = Vec::new();
-                decode(Codec::PackedRans0, &p, width, n, None, &mut out).unwrap();
-                assert_eq!(out, words, "width={width} n={n}");
-                let mut narrow: Vec<u8> = Vec::new();
-                decode(Codec::PackedRans0, &p, width, n, None, &mut narrow).unwrap();
-                assert!(narrow.iter().zip(&words).all(|(&a, &b)| a as u64 == b));
+                for c in [Codec::PackedRans0, Codec::PackedRans0x32] {
+                    let p = encode_with(c, &words, width, None);
+                    let mut out: Vec<u64> = Vec::new();
+                    decode(c, &p, width, n, None, &mut out).unwrap();
+                    assert_eq!(out, words, "{c:?} width={width} n={n}");
+                    let mut narrow: Vec<u8> = Vec::new();
+                    decode(c, &p, width, n, None, &mut narrow).unwrap();
+                    assert!(narrow.iter().zip(&words).all(|(&a, &b)| a as u64 == b));
+                }
             }
         }
     }
@@ -1083,22 +1107,25 @@ mod tests {
             prev = (prev * 7 + 3 + z) % 64;
             words.push(prev);
         }
-        let (c, p) = encode_best(&words, 8, &[], &LitOptions::default());
-        assert_eq!(c, Codec::Rans1);
-        let mut out: Vec<u64> = Vec::new();
-        decode(c, &p, 8, words.len(), None, &mut out).unwrap();
-        assert_eq!(out, words);
+        // 200000 words: the 32-state variant; a shorter stream: 4 states.
+        for (len, want) in [(200_000, Codec::Rans1x32), (100_000, Codec::Rans1)] {
+            let words = &words[..len];
+            let (c, p) = encode_best(words, 8, &[], &LitOptions::default());
+            assert_eq!(c, want);
+            let mut out: Vec<u64> = Vec::new();
+            decode(c, &p, 8, words.len(), None, &mut out).unwrap();
+            assert_eq!(out, words);
+        }
     }
 
     #[test]
     fn corrupt_payloads_error_or_differ_never_panic() {
         let words = skewed(11, 3000, 100);
         let narrow = skewed(12, 3000, 4);
-        let cases = all_codecs().into_iter().map(|c| (c, 8, &words)).chain([(
-            Codec::PackedRans0,
-            2,
-            &narrow,
-        )]);
+        let cases = all_codecs().into_iter().map(|c| (c, 8, &words)).chain([
+            (Codec::PackedRans0, 2, &narrow),
+            (Codec::PackedRans0x32, 2, &narrow),
+        ]);
         for (c, width, words) in cases {
             let p = encode_with(c, words, width, Some(words));
             for cut in 0..p.len().min(64) {

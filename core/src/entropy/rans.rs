@@ -30,6 +30,10 @@ pub(crate) const LANES: usize = 4;
 /// two 16-lane vectors decoded side by side.
 pub(crate) const WIDE: usize = 32;
 
+/// Rounds of order-1 symbols the wide decoders gather before writing each
+/// segment's run of them.
+pub(super) const STAGE_ROUNDS: usize = 64;
+
 /// How the table for a symbol is chosen.
 #[derive(Clone, Copy)]
 pub(crate) enum Context<'a> {
@@ -42,18 +46,18 @@ pub(crate) enum Context<'a> {
 }
 
 /// The order-1 segments of `n` symbols as `(start, len)`: one per state,
-/// each `n / LANES` long, the last also holding the `n % LANES` left over.
-fn segments(n: usize) -> [(usize, usize); LANES] {
-    let q = n / LANES;
-    let mut r: [(usize, usize); LANES] = std::array::from_fn(|k| (k * q, q));
-    r[LANES - 1].1 = n - (LANES - 1) * q;
+/// each `n / N` long, the last also holding the `n % N` left over.
+fn segments<const N: usize>(n: usize) -> [(usize, usize); N] {
+    let q = n / N;
+    let mut r: [(usize, usize); N] = std::array::from_fn(|k| (k * q, q));
+    r[N - 1].1 = n - (N - 1) * q;
     r
 }
 
 /// Calls `f(index, context)` for every symbol under order 1, segment by segment.
 #[inline(always)]
-fn for_each_previous(syms: &[u8], mut f: impl FnMut(usize, u8)) {
-    for (start, len) in segments(syms.len()) {
+fn for_each_previous<const N: usize>(syms: &[u8], mut f: impl FnMut(usize, u8)) {
+    for (start, len) in segments::<N>(syms.len()) {
         if len == 0 {
             continue;
         }
@@ -244,8 +248,13 @@ impl Model {
     }
 }
 
-/// Count `syms` under `ctx`.
+/// Count `syms` under `ctx` (order-1 contexts over [`LANES`] segments).
 pub(crate) fn count(syms: &[u8], ctx: &Context<'_>) -> Counts {
+    count_n::<LANES>(syms, ctx)
+}
+
+/// [`count`] with order-1 contexts over `N` segments.
+pub(crate) fn count_n<const N: usize>(syms: &[u8], ctx: &Context<'_>) -> Counts {
     let nctx = if matches!(ctx, Context::None) { 1 } else { 256 };
     let mut counts = vec![[0u32; 256]; nctx];
     match ctx {
@@ -272,7 +281,7 @@ pub(crate) fn count(syms: &[u8], ctx: &Context<'_>) -> Counts {
             }
         }
         Context::Previous => {
-            for_each_previous(syms, |i, c| counts[c as usize][syms[i] as usize] += 1);
+            for_each_previous::<N>(syms, |i, c| counts[c as usize][syms[i] as usize] += 1);
         }
     }
     Counts::new(counts)
@@ -280,22 +289,19 @@ pub(crate) fn count(syms: &[u8], ctx: &Context<'_>) -> Counts {
 
 /// Encode byte symbols with contexts. `min_ctx_count` is the count below
 /// which a context shares the fallback table (ignored for `None`).
+#[cfg(test)]
 pub(crate) fn encode(syms: &[u8], ctx: Context<'_>, min_ctx_count: usize) -> Vec<u8> {
     encode_counted::<LANES>(syms, ctx, &count(syms, &ctx), min_ctx_count)
 }
 
-/// [`encode`] with `N` states (order 1 takes [`LANES`] only) and the counts
-/// of `syms` under `ctx` already taken.
+/// [`encode`] with `N` states (and `N` order-1 segments) and the counts of
+/// `syms` under `ctx` (taken by [`count_n`] with the same `N`).
 pub(crate) fn encode_counted<const N: usize>(
     syms: &[u8],
     ctx: Context<'_>,
     counts: &Counts,
     min_ctx_count: usize,
 ) -> Vec<u8> {
-    assert!(
-        N == LANES || !matches!(ctx, Context::Previous),
-        "order 1 has {LANES} states"
-    );
     let n = syms.len();
     if let Context::Sibling(s) = ctx {
         assert_eq!(s.len(), n, "sibling length");
@@ -340,12 +346,12 @@ pub(crate) fn encode_counted<const N: usize>(
             // Decoder order: for j in 0..q, word j of segments 0..LANES; then
             // the left-over words of the last segment.
             let mut tbl = vec![0u16; n];
-            for_each_previous(syms, |i, c| tbl[i] = map[c as usize]);
-            let starts = segments(n).map(|(start, _)| start);
+            for_each_previous::<N>(syms, |i, c| tbl[i] = map[c as usize]);
+            let starts = segments::<N>(n).map(|(start, _)| start);
             let put = |i: usize, st: u32, sink: &mut Sink| {
                 enc[tbl[i] as usize][syms[i] as usize].put(st, sink)
             };
-            for i in (starts[LANES - 1] + q..n).rev() {
+            for i in (starts[N - 1] + q..n).rev() {
                 x[N - 1] = put(i, x[N - 1], &mut sink);
             }
             for j in (0..q).rev() {
@@ -441,7 +447,7 @@ pub(crate) fn decode<W: Word>(
     decode_n::<W, LANES>(payload, n_expected, previous, sibling, out, false)
 }
 
-/// [`decode`] for a payload of `N` states (order 1 takes [`LANES`] only).
+/// [`decode`] for a payload of `N` states (and `N` order-1 segments).
 /// With `simd`, full groups of a wide stream go through the vector decoder
 /// when the CPU has one (the result is the same).
 pub(crate) fn decode_n<W: Word, const N: usize>(
@@ -452,7 +458,6 @@ pub(crate) fn decode_n<W: Word, const N: usize>(
     out: &mut Vec<W>,
     simd: bool,
 ) -> Result<(), DecodeError> {
-    assert!(N == LANES || !previous, "order 1 has {LANES} states");
     let n = n_expected;
     let sibling_len = sibling.map(<[W]>::len);
     let Some((model, data)) = read_payload(payload, n, previous, sibling_len)? else {
@@ -461,26 +466,50 @@ pub(crate) fn decode_n<W: Word, const N: usize>(
     if data.len() < 4 * N || !(data.len() - 4 * N).is_multiple_of(2) {
         return Err(DecodeError::corrupt("rans: bad stream length"));
     }
-    let mut x: [u32; N] =
+    let x: [u32; N] =
         std::array::from_fn(|k| u32::from_be_bytes(data[4 * k..4 * k + 4].try_into().expect("4")));
+
+    let base = out.len();
+    out.resize(base + n, W::default());
+    let r = steps::<W, N>(&model, data, previous, sibling, x, &mut out[base..], simd);
+    if r.is_err() {
+        out.truncate(base);
+    }
+    r
+}
+
+/// The decoding loops of [`decode_n`]: `o` gets the `n = o.len()` symbols
+/// of the stream `data` (initial states `x`), which must end exactly with
+/// every state at `L`.
+fn steps<W: Word, const N: usize>(
+    model: &Model,
+    data: &[u8],
+    previous: bool,
+    sibling: Option<&[W]>,
+    mut x: [u32; N],
+    o: &mut [W],
+    simd: bool,
+) -> Result<(), DecodeError> {
+    let n = o.len();
     let mut pos = 4 * N;
     let packed = model.packed();
     let by_ctx: Vec<&[u32]> = (0..256)
         .map(|c| &packed[model.map[c] as usize][..])
         .collect();
-
-    let base = out.len();
-    out.resize(base + n, W::default());
-    let o = &mut out[base..];
     let q = n / N;
-    // Full groups the vector decoder took.
+    // Rounds of N symbols the vector decoder took.
     let mut done = 0;
-    if simd && N == super::rans_simd::LANES && !previous {
+    if simd && N == super::rans_simd::LANES {
         let sib = sibling.map(W::as_bytes);
         if let (Some(o), Some(x)) = (W::as_bytes_mut(o), (&mut x[..]).try_into().ok())
             && sib.is_none_or(|s| s.is_some())
         {
-            done = super::rans_simd::decode(&model, &packed, x, data, &mut pos, o, sib.flatten());
+            let ctx = match sib.flatten() {
+                Some(s) => super::rans_simd::Ctx::Sibling(s),
+                None if previous => super::rans_simd::Ctx::Previous,
+                None => super::rans_simd::Ctx::None,
+            };
+            done = super::rans_simd::decode(model, &packed, x, data, &mut pos, o, ctx);
         }
     }
     if sibling.is_none() && !previous {
@@ -509,22 +538,49 @@ pub(crate) fn decode_n<W: Word, const N: usize>(
         }
     } else {
         // The segments decoded side by side, each with its own context.
-        let segs = segments(n);
-        let mut c = [0u8; LANES];
-        for j in 0..q {
-            for l in 0..LANES {
-                c[l] = step!(by_ctx[c[l] as usize], x[l], data, pos);
-                o[segs[l].0 + j] = W::from_u64(c[l] as u64);
+        // `done` steps were taken by the vector decoder: each segment's
+        // context is its last symbol.
+        let segs = segments::<N>(n);
+        let mut c: [u8; N] = std::array::from_fn(|l| match done {
+            0 => 0,
+            _ => o[segs[l].0 + done - 1].to_u64() as u8,
+        });
+        if N == LANES {
+            for j in done..q {
+                for l in 0..N {
+                    c[l] = step!(by_ctx[c[l] as usize], x[l], data, pos);
+                    o[segs[l].0 + j] = W::from_u64(c[l] as u64);
+                }
+            }
+        } else {
+            // Many segments whose starts are often 4 KiB apart: writing a
+            // symbol to each per round would evict the same cache set over
+            // and over. Rounds go to a small stage, then a run per segment.
+            let mut stage = vec![0u8; STAGE_ROUNDS * N];
+            let mut j = done;
+            while j < q {
+                let r = (q - j).min(STAGE_ROUNDS);
+                for row in stage[..r * N].chunks_exact_mut(N) {
+                    for l in 0..N {
+                        c[l] = step!(by_ctx[c[l] as usize], x[l], data, pos);
+                        row[l] = c[l];
+                    }
+                }
+                for (l, &(start, _)) in segs.iter().enumerate() {
+                    for (k, w) in o[start + j..start + j + r].iter_mut().enumerate() {
+                        *w = W::from_u64(stage[k * N + l] as u64);
+                    }
+                }
+                j += r;
             }
         }
-        let (last, len) = segs[LANES - 1];
+        let (last, len) = segs[N - 1];
         for i in last + q..last + len {
-            c[LANES - 1] = step!(by_ctx[c[LANES - 1] as usize], x[LANES - 1], data, pos);
-            o[i] = W::from_u64(c[LANES - 1] as u64);
+            c[N - 1] = step!(by_ctx[c[N - 1] as usize], x[N - 1], data, pos);
+            o[i] = W::from_u64(c[N - 1] as u64);
         }
     }
     if pos != data.len() || x.iter().any(|&s| s != RANS_L) {
-        out.truncate(base);
         return Err(DecodeError::corrupt("rans: final state mismatch"));
     }
     Ok(())
@@ -588,30 +644,31 @@ mod tests {
         }
     }
 
-    /// `s` through the wide order-0 and conditional coders, decoded by
-    /// the vector decoder (when built and the CPU has it) and by the
-    /// scalar one: both must give `s`, and reject the stream cut short.
+    /// `s` through the wide coders (order 0, order 1, conditional),
+    /// decoded by the vector decoder (when built and the CPU has it) and
+    /// by the scalar one: both must give `s`, and reject the stream cut
+    /// short.
     fn round_trip_wide(s: &[u8], sib: &[u8], min_ctx_count: usize) {
-        for ctx in [Context::None, Context::Sibling(sib)] {
-            let counts = count(s, &ctx);
+        let sib64: Vec<u64> = sib.iter().map(|&b| b as u64).collect();
+        for ctx in [Context::None, Context::Previous, Context::Sibling(sib)] {
+            let counts = count_n::<WIDE>(s, &ctx);
             let p = encode_counted::<WIDE>(s, ctx, &counts, min_ctx_count);
             let sibling = matches!(ctx, Context::Sibling(_)).then_some(sib);
+            let prev = matches!(ctx, Context::Previous);
             for simd in [true, false] {
                 let mut out: Vec<u8> = vec![7];
-                decode_n::<u8, WIDE>(&p, s.len(), false, sibling, &mut out, simd).unwrap();
-                assert_eq!(&out[1..], s, "n={} simd={simd}", s.len());
+                decode_n::<u8, WIDE>(&p, s.len(), prev, sibling, &mut out, simd).unwrap();
+                assert_eq!(&out[1..], s, "n={} simd={simd} prev={prev}", s.len());
                 // Wide words (u64) take the scalar path.
                 let mut wide: Vec<u64> = Vec::new();
-                let sib64: Vec<u64> = sib.iter().map(|&b| b as u64).collect();
                 let sibling64 = sibling.map(|_| &sib64[..]);
-                decode_n::<u64, WIDE>(&p, s.len(), false, sibling64, &mut wide, simd).unwrap();
+                decode_n::<u64, WIDE>(&p, s.len(), prev, sibling64, &mut wide, simd).unwrap();
                 assert!(wide.iter().zip(s).all(|(&a, &b)| a == b as u64));
                 if !s.is_empty() {
                     let cut = &p[..p.len() - 2];
                     let mut out: Vec<u8> = Vec::new();
-                    assert!(
-                        decode_n::<u8, WIDE>(cut, s.len(), false, sibling, &mut out, simd).is_err()
-                    );
+                    let r = decode_n::<u8, WIDE>(cut, s.len(), prev, sibling, &mut out, simd);
+                    assert!(r.is_err());
                 }
             }
         }
@@ -619,7 +676,7 @@ mod tests {
 
     #[test]
     fn wide_streams_round_trip_at_every_small_length() {
-        for n in 0..200 {
+        for n in 0..300 {
             round_trip_wide(&bytes(n as u64, n, 7), &bytes(n as u64 + 1, n, 3), 1);
         }
     }
@@ -647,16 +704,17 @@ mod tests {
         let n = 50_000;
         let s = bytes(5, n, 60);
         let sib: Vec<u8> = (0..n).map(|i| (i % 3) as u8).collect();
-        for ctx in [Context::None, Context::Sibling(&sib)] {
-            let counts = count(&s, &ctx);
+        for ctx in [Context::None, Context::Previous, Context::Sibling(&sib)] {
+            let counts = count_n::<WIDE>(&s, &ctx);
             let p = encode_counted::<WIDE>(&s, ctx, &counts, 1);
             let sibling = matches!(ctx, Context::Sibling(_)).then_some(&sib[..]);
+            let prev = matches!(ctx, Context::Previous);
             for at in (p.len() - 20_000..p.len()).step_by(997) {
                 let mut bad = p.clone();
                 bad[at] ^= 0x5a;
                 let run = |simd| {
                     let mut out: Vec<u8> = Vec::new();
-                    let r = decode_n::<u8, WIDE>(&bad, n, false, sibling, &mut out, simd);
+                    let r = decode_n::<u8, WIDE>(&bad, n, prev, sibling, &mut out, simd);
                     (r.is_ok(), out)
                 };
                 assert_eq!(run(true), run(false), "byte {at}");
@@ -723,7 +781,10 @@ mod speed {
     #[test]
     #[ignore]
     fn rans_speed() {
-        let n = 1 << 22;
+        let n: usize = std::env::var("SPEED_N")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1 << 22);
         let mut st = 12345u64;
         let syms: Vec<u8> = (0..n)
             .map(|_| {
@@ -760,6 +821,27 @@ mod speed {
             assert_eq!(c.totals[0], n);
             eprintln!(
                 "ns/symbol: encode 4 {e4:.2} 32 {e32:.2}; decode 4 {d4:.2} 32 {d32:.2} 32-simd {d32v:.2}; count {cn:.2}"
+            );
+            // Order 1 (a few hundred tables).
+            let c4 = count_n::<LANES>(&syms, &Context::Previous);
+            let c32 = count_n::<WIDE>(&syms, &Context::Previous);
+            let p4 = encode_counted::<LANES>(&syms, Context::Previous, &c4, 512);
+            let p32 = encode_counted::<WIDE>(&syms, Context::Previous, &c32, 512);
+            let time = |p: &[u8], wide: bool, simd: bool| {
+                let mut out = Vec::with_capacity(n);
+                let t = std::time::Instant::now();
+                if wide {
+                    decode_n::<u8, WIDE>(p, n, true, None, &mut out, simd).unwrap();
+                } else {
+                    decode_n::<u8, LANES>(p, n, true, None, &mut out, simd).unwrap();
+                }
+                t.elapsed().as_secs_f64() * 1e9 / n as f64
+            };
+            eprintln!(
+                "order 1 ns/symbol: decode 4 {:.2} 32 {:.2} 32-simd {:.2}",
+                time(&p4, false, false),
+                time(&p32, true, false),
+                time(&p32, true, true)
             );
         }
     }
