@@ -243,8 +243,8 @@ fn period<W: PartialEq + Copy>(words: &[W]) -> Option<usize> {
     }
     let first = words[0];
     let mut tried = 0;
-    for p in 1..=(n / 2).min(1 << 16) {
-        if words[p] != first || !n.is_multiple_of(p) {
+    for p in divisors(n).filter(|&p| p <= (n / 2).min(1 << 16)) {
+        if words[p] != first {
             continue;
         }
         tried += 1;
@@ -256,6 +256,23 @@ fn period<W: PartialEq + Copy>(words: &[W]) -> Option<usize> {
         }
     }
     None
+}
+
+/// The divisors of `n > 0`, increasing.
+fn divisors(n: usize) -> impl Iterator<Item = usize> {
+    let mut low = Vec::new();
+    let mut high = Vec::new();
+    let mut d = 1;
+    while d * d <= n {
+        if n.is_multiple_of(d) {
+            low.push(d);
+            if d * d != n {
+                high.push(n / d);
+            }
+        }
+        d += 1;
+    }
+    low.into_iter().chain(high.into_iter().rev())
 }
 
 fn lit_auto(words: &[u64], width: u8, sibs: &[Sibling<'_>], zstd: Option<i32>) -> Node {
@@ -449,6 +466,14 @@ mod tests {
         Node::Merge {
             split: split.clone(),
             children,
+        }
+    }
+
+    #[test]
+    fn divisors_are_every_divisor_in_order() {
+        for n in 1..2000usize {
+            let want: Vec<usize> = (1..=n).filter(|d| n % d == 0).collect();
+            assert_eq!(divisors(n).collect::<Vec<_>>(), want, "{n}");
         }
     }
 
