@@ -908,10 +908,27 @@ fn unpack_small<const K: usize, W: Word>(data: &[u8], o: &mut [W]) {
         0
     };
     let (head, rest) = o.split_at_mut((fast * 8).min(o.len()));
-    for (g, chunk) in head.chunks_mut(8).enumerate() {
+    let (whole, part) = head.split_at_mut(head.len() / 8 * 8);
+    if let Some(bytes) = W::as_bytes_mut(whole) {
+        // Bytes out: the 8 fields of a group spread to the 8 bytes of a
+        // word in three halving steps, one 8-byte store.
+        for (g, chunk) in bytes.chunks_exact_mut(8).enumerate() {
+            let v = u64::from_le_bytes(data[g * K..g * K + 8].try_into().expect("8"));
+            chunk.copy_from_slice(&spread::<K>(v).to_le_bytes());
+        }
+    } else {
+        for (g, chunk) in whole.chunks_exact_mut(8).enumerate() {
+            group(
+                u64::from_le_bytes(data[g * K..g * K + 8].try_into().expect("8")),
+                chunk,
+            );
+        }
+    }
+    let g = whole.len() / 8;
+    if !part.is_empty() {
         group(
             u64::from_le_bytes(data[g * K..g * K + 8].try_into().expect("8")),
-            chunk,
+            part,
         );
     }
     let mut tail = data[(fast * K).min(data.len())..].to_vec();
@@ -922,6 +939,30 @@ fn unpack_small<const K: usize, W: Word>(data: &[u8], o: &mut [W]) {
             chunk,
         );
     }
+}
+
+/// The low `8 * K` bits of `v` as 8 fields of `K <= 8` bits, field `j` in
+/// byte `j` (a software PDEP): fields move to their halves, quarters and
+/// eighths of the word in three steps.
+#[inline(always)]
+fn spread<const K: usize>(v: u64) -> u64 {
+    const fn rep(bits: usize, every: usize) -> u64 {
+        let mut m = 0u64;
+        let mut at = 0;
+        while at < 64 {
+            m |= ((1u64 << bits) - 1) << at;
+            at += every;
+        }
+        m
+    }
+    let m1 = rep(4 * K, 64);
+    let m2 = rep(2 * K, 32);
+    let m3 = rep(K, 16);
+    let m4 = rep(K, 8);
+    let a = (v & m1) | ((v >> (4 * K)) & m1) << 32;
+    let a = (a & m2) | ((a >> (2 * K)) & m2) << 16;
+    let a = (a & m3) | ((a >> K) & m3) << 8;
+    a & m4
 }
 
 fn push_le_words<W: Word>(bytes: &[u8], bpw: usize, out: &mut Vec<W>) {
@@ -971,6 +1012,27 @@ mod tests {
     }
 
     #[test]
+    fn spread_puts_each_field_in_its_byte() {
+        fn check<const K: usize>() {
+            for seed in 0..200u64 {
+                let v = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (seed << 40);
+                let want: u64 = (0..8)
+                    .map(|j| ((v >> (j * K)) & ((1 << K) - 1)) << (8 * j))
+                    .sum();
+                assert_eq!(spread::<K>(v), want, "K={K} v={v:#x}");
+            }
+        }
+        check::<1>();
+        check::<2>();
+        check::<3>();
+        check::<4>();
+        check::<5>();
+        check::<6>();
+        check::<7>();
+        check::<8>();
+    }
+
+    #[test]
     fn bitpack_round_trips_every_width_and_tail() {
         for width in 1u8..=64 {
             let mask = if width == 64 {
@@ -987,6 +1049,14 @@ mod tests {
                 decode(Codec::BitPack, &p, width, n, None, &mut out).unwrap();
                 assert_eq!(out[0], 42);
                 assert_eq!(&out[1..], &words[..], "width={width} n={n}");
+                if width <= 8 {
+                    // The byte path (fields spread 8 at a time).
+                    let mut bytes: Vec<u8> = vec![42];
+                    decode(Codec::BitPack, &p, width, n, None, &mut bytes).unwrap();
+                    assert_eq!(bytes[0], 42);
+                    assert!(bytes[1..].iter().zip(&words).all(|(&b, &w)| b as u64 == w));
+                    assert_eq!(bytes.len(), n + 1);
+                }
             }
         }
     }
