@@ -645,7 +645,27 @@ fn pack_into<W: Word>(words: &[W], k: u32, out: &mut Vec<u8>) {
 /// [`pack_into`] for `K <= 8` (words < 2^K): every 8 words make `K` bytes.
 fn pack_small<W: Word, const K: usize>(words: &[W], out: &mut Vec<u8>) {
     let start = out.len();
-    out.reserve((words.len() * K).div_ceil(8) + 8);
+    let len = (words.len() * K).div_ceil(8);
+    if let Some(bytes) = W::as_bytes(words) {
+        // Bytes in: 8 fields gathered from the 8 bytes of a word (the
+        // inverse of `spread`), stored 8 bytes wide at a K-byte stride (each
+        // store's spare bytes are overwritten by the next).
+        out.resize(start + len + 8, 0);
+        let o = &mut out[start..];
+        let whole = bytes.len() / 8;
+        for (g, c) in bytes.chunks_exact(8).enumerate() {
+            let v = gather::<K>(u64::from_le_bytes(c.try_into().expect("8")));
+            o[g * K..g * K + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        let mut last = [0u8; 8];
+        let rest = &bytes[whole * 8..];
+        last[..rest.len()].copy_from_slice(rest);
+        let v = gather::<K>(u64::from_le_bytes(last));
+        o[whole * K..whole * K + 8].copy_from_slice(&v.to_le_bytes());
+        out.truncate(start + len);
+        return;
+    }
+    out.reserve(len + 8);
     for chunk in words.chunks(8) {
         let mut v = 0u64;
         for (j, &w) in chunk.iter().enumerate() {
@@ -946,15 +966,6 @@ fn unpack_small<const K: usize, W: Word>(data: &[u8], o: &mut [W]) {
 /// eighths of the word in three steps.
 #[inline(always)]
 fn spread<const K: usize>(v: u64) -> u64 {
-    const fn rep(bits: usize, every: usize) -> u64 {
-        let mut m = 0u64;
-        let mut at = 0;
-        while at < 64 {
-            m |= ((1u64 << bits) - 1) << at;
-            at += every;
-        }
-        m
-    }
     let m1 = rep(4 * K, 64);
     let m2 = rep(2 * K, 32);
     let m3 = rep(K, 16);
@@ -963,6 +974,27 @@ fn spread<const K: usize>(v: u64) -> u64 {
     let a = (a & m2) | ((a >> (2 * K)) & m2) << 16;
     let a = (a & m3) | ((a >> K) & m3) << 8;
     a & m4
+}
+
+/// The inverse of [`spread`]: field `j` of byte `j` (each `< 2^K`) to bits
+/// `j*K..` of the result (a software PEXT).
+#[inline(always)]
+fn gather<const K: usize>(v: u64) -> u64 {
+    let (m1, m2, m3) = (rep(K, 16), rep(2 * K, 32), rep(4 * K, 64));
+    let a = (v & m1) | ((v >> 8) & m1) << K;
+    let a = (a & m2) | ((a >> 16) & m2) << (2 * K);
+    (a & m3) | ((a >> 32) & m3) << (4 * K)
+}
+
+/// `bits` ones every `every` bits, from bit 0.
+const fn rep(bits: usize, every: usize) -> u64 {
+    let mut m = 0u64;
+    let mut at = 0;
+    while at < 64 {
+        m |= ((1u64 << bits) - 1) << at;
+        at += every;
+    }
+    m
 }
 
 fn push_le_words<W: Word>(bytes: &[u8], bpw: usize, out: &mut Vec<W>) {
@@ -1020,6 +1052,7 @@ mod tests {
                     .map(|j| ((v >> (j * K)) & ((1 << K) - 1)) << (8 * j))
                     .sum();
                 assert_eq!(spread::<K>(v), want, "K={K} v={v:#x}");
+                assert_eq!(gather::<K>(want), v & ((1u128 << (8 * K)) - 1) as u64);
             }
         }
         check::<1>();
@@ -1050,6 +1083,9 @@ mod tests {
                 assert_eq!(out[0], 42);
                 assert_eq!(&out[1..], &words[..], "width={width} n={n}");
                 if width <= 8 {
+                    // Bytes in: the same payload.
+                    let narrow: Vec<u8> = words.iter().map(|&w| w as u8).collect();
+                    assert_eq!(encode_with(Codec::BitPack, &narrow, width, None), p);
                     // The byte path (fields spread 8 at a time).
                     let mut bytes: Vec<u8> = vec![42];
                     decode(Codec::BitPack, &p, width, n, None, &mut bytes).unwrap();
