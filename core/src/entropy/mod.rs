@@ -289,11 +289,11 @@ impl Default for LitOptions {
 }
 
 /// A sibling stream a conditional coder may use.
-pub struct Sibling<'a> {
+pub struct Sibling<'a, W = u64> {
     /// Index among the enclosing Merge's children.
     pub index: u8,
     /// Its words.
-    pub words: &'a [u64],
+    pub words: &'a [W],
     /// Its width.
     pub width: u8,
 }
@@ -324,10 +324,10 @@ pub fn cost(codec: Codec, bytes: usize, n: usize, width: u8) -> f64 {
 }
 
 /// Encode `words` of `width` bits with the cheapest codec (see [`cost`]).
-pub fn encode_best(
-    words: &[u64],
+pub fn encode_best<W: Word>(
+    words: &[W],
     width: u8,
-    siblings: &[Sibling<'_>],
+    siblings: &[Sibling<'_, W>],
     opts: &LitOptions,
 ) -> (Codec, Vec<u8>) {
     let n = words.len();

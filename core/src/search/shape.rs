@@ -155,19 +155,22 @@ fn inst(shape: &Shape, words: &[u64], width: u8, sibs: &[Sibling<'_>], cfg: &Ins
             if split.width() != width as u32 || kids.len() != fields.len() {
                 return lit_auto(words, width, sibs, None);
             }
-            // Frozen literals of byte fields (every float split) take the
-            // fields as bytes.
-            if kids.iter().all(|k| matches!(k, Shape::Lit(Some(_))))
+            // Literals of byte fields (every float split) take the fields
+            // as bytes.
+            if kids
+                .iter()
+                .all(|k| matches!(k, Shape::Lit(_) | Shape::Hole))
                 && let Some(parts) = split.split_bytes(words)
             {
                 let children = kids
                     .iter()
                     .enumerate()
                     .map(|(i, k)| {
-                        let Shape::Lit(Some(codec)) = k else {
-                            unreachable!("checked above")
+                        let codec = match k {
+                            Shape::Lit(c) => *c,
+                            _ => None,
                         };
-                        byte_leaf(*codec, &parts[i], fields[i], &parts[..i])
+                        byte_leaf(codec, &parts[i], fields[i], &parts[..i], &fields[..i])
                     })
                     .collect();
                 return Node::Merge {
@@ -275,7 +278,7 @@ fn divisors(n: usize) -> impl Iterator<Item = usize> {
     low.into_iter().chain(high.into_iter().rev())
 }
 
-fn lit_auto(words: &[u64], width: u8, sibs: &[Sibling<'_>], zstd: Option<i32>) -> Node {
+fn lit_auto<W: Word>(words: &[W], width: u8, sibs: &[Sibling<'_, W>], zstd: Option<i32>) -> Node {
     let (codec, payload) = entropy::encode_best(
         words,
         width,
@@ -293,10 +296,17 @@ fn lit_auto(words: &[u64], width: u8, sibs: &[Sibling<'_>], zstd: Option<i32>) -
     }
 }
 
-/// A frozen literal of a byte field: `Const` or `Repeat` when the bytes are
-/// so (as [`inst`] does for every leaf), else [`lit_fixed`]; `earlier` are
-/// the fields before it in its `Merge` (the conditional coder's siblings).
-fn byte_leaf(codec: Codec, words: &[u8], width: u8, earlier: &[Vec<u8>]) -> Node {
+/// A literal of a byte field: `Const` or `Repeat` when the bytes are so (as
+/// [`inst`] does for every leaf), else [`lit_fixed`] with the frozen codec
+/// or the literal chooser without one; `earlier` are the fields before it
+/// in its `Merge` (the conditional coder's siblings).
+fn byte_leaf(
+    codec: Option<Codec>,
+    words: &[u8],
+    width: u8,
+    earlier: &[Vec<u8>],
+    widths: &[u8],
+) -> Node {
     if all_equal(words) {
         return Node::Const {
             width,
@@ -307,31 +317,31 @@ fn byte_leaf(codec: Codec, words: &[u8], width: u8, earlier: &[Vec<u8>]) -> Node
     if let Some(p) = period(words) {
         return Node::Repeat {
             k: (words.len() / p) as u64,
-            child: Box::new(byte_leaf(codec, &words[..p], width, &[])),
+            child: Box::new(byte_leaf(codec, &words[..p], width, &[], &[])),
         };
     }
-    lit_fixed(
-        codec,
-        words,
-        width,
-        |i| earlier.get(i as usize).map(|s| &s[..]),
-        || {
-            // The literal chooser takes words: rare (a frozen codec that
-            // does not fit this region), so the copy is no matter.
-            let wide = |b: &[u8]| b.iter().map(|&x| x as u64).collect::<Vec<u64>>();
-            let earlier: Vec<Vec<u64>> = earlier.iter().map(|e| wide(e)).collect();
-            let sibs: Vec<Sibling<'_>> = earlier
-                .iter()
-                .enumerate()
-                .map(|(j, w)| Sibling {
-                    index: j as u8,
-                    words: w,
-                    width: 8,
-                })
-                .collect();
-            lit_auto(&wide(words), width, &sibs, None)
-        },
-    )
+    let auto = || {
+        let sibs: Vec<Sibling<'_, u8>> = earlier
+            .iter()
+            .enumerate()
+            .map(|(j, w)| Sibling {
+                index: j as u8,
+                words: w,
+                width: widths[j],
+            })
+            .collect();
+        lit_auto(words, width, &sibs, None)
+    };
+    match codec {
+        Some(codec) => lit_fixed(
+            codec,
+            words,
+            width,
+            |i| earlier.get(i as usize).map(|s| &s[..]),
+            auto,
+        ),
+        None => auto(),
+    }
 }
 
 /// A literal in the codec the search froze (fitted to this region's
