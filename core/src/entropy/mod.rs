@@ -733,9 +733,9 @@ fn rans_decode<W: Word>(
     out: &mut Vec<W>,
 ) -> Result<(), DecodeError> {
     if lanes(codec) == rans::WIDE {
-        rans::decode_n::<W, { rans::WIDE }>(payload, n, previous, sibling, out, true)
+        rans::decode_n::<W, { rans::WIDE }>(payload, n, previous, sibling, out, rans::Simd::Best)
     } else {
-        rans::decode_n::<W, { rans::LANES }>(payload, n, previous, sibling, out, true)
+        rans::decode_n::<W, { rans::LANES }>(payload, n, previous, sibling, out, rans::Simd::Off)
     }
 }
 

@@ -18,6 +18,7 @@
 //! states followed by little-endian u16 renormalization words.
 #![allow(clippy::needless_range_loop)]
 
+pub(crate) use super::rans_simd::Simd;
 use super::table::{FreqTable, PROB_BITS, PROB_SCALE};
 use super::{ByteReader, Word, put_varint};
 use crate::error::DecodeError;
@@ -444,19 +445,19 @@ pub(crate) fn decode<W: Word>(
     sibling: Option<&[W]>,
     out: &mut Vec<W>,
 ) -> Result<(), DecodeError> {
-    decode_n::<W, LANES>(payload, n_expected, previous, sibling, out, false)
+    decode_n::<W, LANES>(payload, n_expected, previous, sibling, out, Simd::Off)
 }
 
 /// [`decode`] for a payload of `N` states (and `N` order-1 segments).
-/// With `simd`, full groups of a wide stream go through the vector decoder
-/// when the CPU has one (the result is the same).
+/// `simd` picks the vector decoder for the whole rounds of a wide stream
+/// (when the CPU has one; the result is the same).
 pub(crate) fn decode_n<W: Word, const N: usize>(
     payload: &[u8],
     n_expected: usize,
     previous: bool,
     sibling: Option<&[W]>,
     out: &mut Vec<W>,
-    simd: bool,
+    simd: Simd,
 ) -> Result<(), DecodeError> {
     let n = n_expected;
     let sibling_len = sibling.map(<[W]>::len);
@@ -488,7 +489,7 @@ fn steps<W: Word, const N: usize>(
     sibling: Option<&[W]>,
     mut x: [u32; N],
     o: &mut [W],
-    simd: bool,
+    simd: Simd,
 ) -> Result<(), DecodeError> {
     let n = o.len();
     let mut pos = 4 * N;
@@ -499,7 +500,7 @@ fn steps<W: Word, const N: usize>(
     let q = n / N;
     // Rounds of N symbols the vector decoder took.
     let mut done = 0;
-    if simd && N == super::rans_simd::LANES {
+    if N == super::rans_simd::LANES {
         let sib = sibling.map(W::as_bytes);
         if let (Some(o), Some(x)) = (W::as_bytes_mut(o), (&mut x[..]).try_into().ok())
             && sib.is_none_or(|s| s.is_some())
@@ -509,7 +510,7 @@ fn steps<W: Word, const N: usize>(
                 None if previous => super::rans_simd::Ctx::Previous,
                 None => super::rans_simd::Ctx::None,
             };
-            done = super::rans_simd::decode(model, &packed, x, data, &mut pos, o, ctx);
+            done = super::rans_simd::decode(simd, model, &packed, x, data, &mut pos, o, ctx);
         }
     }
     if sibling.is_none() && !previous {
@@ -655,10 +656,10 @@ mod tests {
             let p = encode_counted::<WIDE>(s, ctx, &counts, min_ctx_count);
             let sibling = matches!(ctx, Context::Sibling(_)).then_some(sib);
             let prev = matches!(ctx, Context::Previous);
-            for simd in [true, false] {
+            for simd in [Simd::Best, Simd::Avx2, Simd::Off] {
                 let mut out: Vec<u8> = vec![7];
                 decode_n::<u8, WIDE>(&p, s.len(), prev, sibling, &mut out, simd).unwrap();
-                assert_eq!(&out[1..], s, "n={} simd={simd} prev={prev}", s.len());
+                assert_eq!(&out[1..], s, "n={} simd={simd:?} prev={prev}", s.len());
                 // Wide words (u64) take the scalar path.
                 let mut wide: Vec<u64> = Vec::new();
                 let sibling64 = sibling.map(|_| &sib64[..]);
@@ -717,7 +718,8 @@ mod tests {
                     let r = decode_n::<u8, WIDE>(&bad, n, prev, sibling, &mut out, simd);
                     (r.is_ok(), out)
                 };
-                assert_eq!(run(true), run(false), "byte {at}");
+                assert_eq!(run(Simd::Best), run(Simd::Off), "byte {at}");
+                assert_eq!(run(Simd::Avx2), run(Simd::Off), "byte {at}");
             }
             // The whole stream (after the tables) replaced by noise.
             let mut bad = p.clone();
@@ -732,7 +734,8 @@ mod tests {
                 let r = decode_n::<u8, WIDE>(&bad, n, prev, sibling, &mut out, simd);
                 (r.is_ok(), out)
             };
-            assert_eq!(run(true), run(false), "noise");
+            assert_eq!(run(Simd::Best), run(Simd::Off), "noise");
+            assert_eq!(run(Simd::Avx2), run(Simd::Off), "noise");
         }
     }
 
@@ -817,24 +820,26 @@ mod speed {
             let t = std::time::Instant::now();
             let p32 = encode_counted::<WIDE>(&syms, Context::None, &counts, 0);
             let e32 = t.elapsed().as_secs_f64() * 1e9 / n as f64;
-            let mut out = Vec::with_capacity(n);
-            let t = std::time::Instant::now();
-            decode_n::<u8, LANES>(&p4, n, false, None, &mut out, false).unwrap();
-            let d4 = t.elapsed().as_secs_f64() * 1e9 / n as f64;
-            out.clear();
-            let t = std::time::Instant::now();
-            decode_n::<u8, WIDE>(&p32, n, false, None, &mut out, false).unwrap();
-            let d32 = t.elapsed().as_secs_f64() * 1e9 / n as f64;
-            out.clear();
-            let t = std::time::Instant::now();
-            decode_n::<u8, WIDE>(&p32, n, false, None, &mut out, true).unwrap();
-            let d32v = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+            let dec = |p: &[u8], wide: bool, prev: bool, simd: Simd| {
+                let mut out = Vec::with_capacity(n);
+                let t = std::time::Instant::now();
+                if wide {
+                    decode_n::<u8, WIDE>(p, n, prev, None, &mut out, simd).unwrap();
+                } else {
+                    decode_n::<u8, LANES>(p, n, prev, None, &mut out, simd).unwrap();
+                }
+                t.elapsed().as_secs_f64() * 1e9 / n as f64
+            };
             let t = std::time::Instant::now();
             let c = count(&syms, &Context::None);
             let cn = t.elapsed().as_secs_f64() * 1e9 / n as f64;
             assert_eq!(c.totals[0], n);
             eprintln!(
-                "ns/symbol: encode 4 {e4:.2} 32 {e32:.2}; decode 4 {d4:.2} 32 {d32:.2} 32-simd {d32v:.2}; count {cn:.2}"
+                "order 0 ns/symbol: encode 4 {e4:.2} 32 {e32:.2}; decode 4 {:.2} 32 {:.2} avx2 {:.2} best {:.2}; count {cn:.2}",
+                dec(&p4, false, false, Simd::Off),
+                dec(&p32, true, false, Simd::Off),
+                dec(&p32, true, false, Simd::Avx2),
+                dec(&p32, true, false, Simd::Best),
             );
             // Order 1 (a few hundred tables).
             let c4 = count_n::<LANES>(&syms, &Context::Previous);
@@ -846,21 +851,12 @@ mod speed {
             let p32 = encode_counted::<WIDE>(&syms, Context::Previous, &c32, 512);
             let e32 = t.elapsed().as_secs_f64() * 1e9 / n as f64;
             eprintln!("order 1 ns/symbol: encode 4 {e4:.2} 32 {e32:.2}");
-            let time = |p: &[u8], wide: bool, simd: bool| {
-                let mut out = Vec::with_capacity(n);
-                let t = std::time::Instant::now();
-                if wide {
-                    decode_n::<u8, WIDE>(p, n, true, None, &mut out, simd).unwrap();
-                } else {
-                    decode_n::<u8, LANES>(p, n, true, None, &mut out, simd).unwrap();
-                }
-                t.elapsed().as_secs_f64() * 1e9 / n as f64
-            };
             eprintln!(
-                "order 1 ns/symbol: decode 4 {:.2} 32 {:.2} 32-simd {:.2}",
-                time(&p4, false, false),
-                time(&p32, true, false),
-                time(&p32, true, true)
+                "order 1 ns/symbol: decode 4 {:.2} 32 {:.2} avx2 {:.2} best {:.2}",
+                dec(&p4, false, true, Simd::Off),
+                dec(&p32, true, true, Simd::Off),
+                dec(&p32, true, true, Simd::Avx2),
+                dec(&p32, true, true, Simd::Best),
             );
         }
     }

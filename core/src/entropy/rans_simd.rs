@@ -11,13 +11,28 @@
 //!
 //! The vector code needs `unsafe` (intrinsics with raw pointers) and is
 //! built only with the `unsafe-fast` feature, on x86-64 CPUs with AVX-512F
-//! (checked at run time). Otherwise [`decode`] takes no groups and the
-//! scalar decoder does all the work.
+//! or, at half the width, AVX2 (four vectors of 8 lanes; the refill words
+//! are placed by a permutation looked up from the refill mask), checked at
+//! run time. Otherwise [`decode`] takes no rounds and the scalar decoder
+//! does all the work.
 
 use super::rans::Model;
 
 /// States of a stream this module decodes.
 pub(super) const LANES: usize = 32;
+
+/// Which decoder takes the whole rounds of a wide stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Simd {
+    /// The scalar decoder alone.
+    Off,
+    /// The widest vector decoder this CPU (and build) has.
+    Best,
+    /// The AVX2 decoder, when the CPU has AVX2 (tests use it to check that
+    /// path on CPUs that have AVX-512 too).
+    #[allow(dead_code)]
+    Avx2,
+}
 
 /// How a symbol's table is chosen.
 #[derive(Clone, Copy)]
@@ -36,8 +51,9 @@ pub(super) enum Ctx<'a> {
 /// the rounds decoded, with `x` and `pos` where the scalar decoder goes on:
 /// symbols `..rounds * 32` for order 0 and conditional; for order 1 the
 /// first `rounds` symbols of every segment.
-#[allow(unused_variables)]
+#[allow(unused_variables, clippy::too_many_arguments)]
 pub(super) fn decode(
+    simd: Simd,
     model: &Model,
     packed: &[Vec<u32>],
     x: &mut [u32; LANES],
@@ -47,8 +63,11 @@ pub(super) fn decode(
     ctx: Ctx<'_>,
 ) -> usize {
     #[cfg(all(feature = "unsafe-fast", target_arch = "x86_64"))]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        return x86::decode(model, packed, x, data, pos, out, ctx);
+    {
+        let avx512 = simd == Simd::Best && std::arch::is_x86_feature_detected!("avx512f");
+        if avx512 || (simd != Simd::Off && std::arch::is_x86_feature_detected!("avx2")) {
+            return x86::decode(avx512, model, packed, x, data, pos, out, ctx);
+        }
     }
     0
 }
@@ -64,7 +83,10 @@ mod x86 {
     /// Lower bound of a normalized state (as in the scalar decoder).
     const RANS_L: i32 = 1 << 16;
 
+    /// With `avx512` the CPU has AVX-512F, else AVX2 (checked by the caller).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn decode(
+        avx512: bool,
         model: &Model,
         packed: &[Vec<u32>],
         x: &mut [u32; LANES],
@@ -77,9 +99,16 @@ mod x86 {
         if let Ctx::None = ctx {
             let t = &packed[0];
             assert_eq!(t.len(), PROB_SCALE as usize);
-            // SAFETY: the CPU has AVX-512F (checked by the caller); the
-            // arguments meet `run`'s conditions (one table, offset 0).
-            return unsafe { run(t, &[0; 256], ctx, q, x, data, pos, out) };
+            // SAFETY: the CPU has AVX-512F or AVX2 as `avx512` says
+            // (checked by the caller); the arguments meet the loops'
+            // conditions (one table, offset 0).
+            return unsafe {
+                if avx512 {
+                    run(t, &[0; 256], ctx, q, x, data, pos, out)
+                } else {
+                    run_avx2(t, &[0; 256], ctx, q, x, data, pos, out)
+                }
+            };
         }
         // Every table is PROB_SCALE entries: a slot (< PROB_SCALE) plus a
         // table's offset stays inside `flat`.
@@ -95,7 +124,153 @@ mod x86 {
             assert!(s.len() >= q * LANES);
         }
         // SAFETY: as above.
-        unsafe { run(&flat, &offsets, ctx, q, x, data, pos, out) }
+        unsafe {
+            if avx512 {
+                run(&flat, &offsets, ctx, q, x, data, pos, out)
+            } else {
+                run_avx2(&flat, &offsets, ctx, q, x, data, pos, out)
+            }
+        }
+    }
+
+    /// For each mask of 8 refilled lanes, the lane -> word permutation:
+    /// refilled lane `l` takes word `popcount(mask & ((1 << l) - 1))`.
+    const REFILL: [[u32; 8]; 256] = {
+        let mut t = [[0u32; 8]; 256];
+        let mut m = 0;
+        while m < 256 {
+            let mut next = 0;
+            let mut l = 0;
+            while l < 8 {
+                if m & (1 << l) != 0 {
+                    t[m][l] = next;
+                    next += 1;
+                }
+                l += 1;
+            }
+            m += 1;
+        }
+        t
+    };
+
+    /// [`run`] with AVX2: four vectors of 8 lanes, the same memory accesses.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx2")]
+    unsafe fn run_avx2(
+        tables: &[u32],
+        offsets: &[u32; 256],
+        ctx: Ctx<'_>,
+        rounds: usize,
+        x: &mut [u32; LANES],
+        data: &[u8],
+        pos: &mut usize,
+        out: &mut [u8],
+    ) -> usize {
+        let q = out.len() / LANES;
+        let mask = _mm256_set1_epi32(PROB_SCALE as i32 - 1);
+        let one = _mm256_set1_epi32(1);
+        let zero = _mm256_setzero_si256();
+        let tp = tables.as_ptr() as *const i32;
+        let op = offsets.as_ptr() as *const i32;
+        // The low byte of each 32-bit lane, 4 per 128-bit half, then the two
+        // halves' 4 bytes side by side.
+        let bytes = _mm256_setr_epi8(
+            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1,
+            -1, -1, -1, -1, -1, -1, -1, -1, -1,
+        );
+        let halves = _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0);
+        // SAFETY: `x` is 32 u32s: four unaligned 32-byte loads.
+        let mut xs: [__m256i; 4] = std::array::from_fn(|k| unsafe {
+            _mm256_loadu_si256(x.as_ptr().add(8 * k) as *const __m256i)
+        });
+        let mut prev = [zero; 4];
+        let mut stage = [0u8; STAGE_ROUNDS * LANES];
+        let flush = |stage: &[u8], out: &mut [u8], j: usize, r: usize| {
+            for l in 0..LANES {
+                for (k, b) in out[l * q + j..l * q + j + r].iter_mut().enumerate() {
+                    *b = stage[k * LANES + l];
+                }
+            }
+        };
+        let mut p = *pos;
+        let mut g = 0;
+        while g < rounds && p + 64 <= data.len() {
+            for (h, xv) in xs.iter_mut().enumerate() {
+                let o = g * LANES + 8 * h;
+                let slot = _mm256_and_si256(*xv, mask);
+                let idx = match ctx {
+                    Ctx::None => slot,
+                    // SAFETY: o + 8 <= rounds * 32 <= sib.len(); contexts
+                    // are bytes (offsets[0..256]).
+                    Ctx::Sibling(sib) => unsafe {
+                        let c = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                            sib.as_ptr().add(o) as *const __m128i
+                        ));
+                        _mm256_add_epi32(_mm256_i32gather_epi32::<4>(op, c), slot)
+                    },
+                    // SAFETY: previous symbols are bytes.
+                    Ctx::Previous => unsafe {
+                        _mm256_add_epi32(_mm256_i32gather_epi32::<4>(op, prev[h]), slot)
+                    },
+                };
+                // SAFETY: idx = offset + slot < tables.len().
+                let e = unsafe { _mm256_i32gather_epi32::<4>(tp, idx) };
+                let freq = _mm256_add_epi32(_mm256_and_si256(_mm256_srli_epi32::<8>(e), mask), one);
+                let start = _mm256_srli_epi32::<20>(e);
+                let nx = _mm256_sub_epi32(
+                    _mm256_add_epi32(
+                        _mm256_mullo_epi32(freq, _mm256_srli_epi32::<{ PROB_BITS as i32 }>(*xv)),
+                        slot,
+                    ),
+                    start,
+                );
+                let syms = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(
+                    _mm256_shuffle_epi8(e, bytes),
+                    halves,
+                ));
+                match ctx {
+                    Ctx::Previous => {
+                        prev[h] = _mm256_and_si256(e, _mm256_set1_epi32(0xFF));
+                        let at = (g % STAGE_ROUNDS) * LANES + 8 * h;
+                        // SAFETY: at + 8 <= stage.len().
+                        unsafe {
+                            _mm_storel_epi64(stage.as_mut_ptr().add(at) as *mut __m128i, syms)
+                        };
+                    }
+                    // SAFETY: o + 8 <= rounds * 32 <= out.len().
+                    _ => unsafe { _mm_storel_epi64(out.as_mut_ptr().add(o) as *mut __m128i, syms) },
+                }
+                // Below L = 2^16: the high half is zero.
+                let refill = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(nx), zero);
+                let m = _mm256_movemask_ps(_mm256_castsi256_ps(refill)) as usize;
+                // SAFETY: p + 16 <= data.len(): the loop checks p + 64
+                // before the first of four groups, each reading at most 16
+                // bytes; REFILL has 256 rows.
+                let words = unsafe {
+                    let w = _mm256_cvtepu16_epi32(_mm_loadu_si128(
+                        data.as_ptr().add(p) as *const __m128i
+                    ));
+                    let perm = _mm256_loadu_si256(REFILL[m].as_ptr() as *const __m256i);
+                    _mm256_permutevar8x32_epi32(w, perm)
+                };
+                let filled = _mm256_or_si256(_mm256_slli_epi32::<16>(nx), words);
+                *xv = _mm256_blendv_epi8(nx, filled, refill);
+                p += 2 * m.count_ones() as usize;
+            }
+            g += 1;
+            if matches!(ctx, Ctx::Previous) && g % STAGE_ROUNDS == 0 {
+                flush(&stage, out, g - STAGE_ROUNDS, STAGE_ROUNDS);
+            }
+        }
+        if matches!(ctx, Ctx::Previous) && g % STAGE_ROUNDS != 0 {
+            flush(&stage, out, g - g % STAGE_ROUNDS, g % STAGE_ROUNDS);
+        }
+        for (k, xv) in xs.iter().enumerate() {
+            // SAFETY: as the loads.
+            unsafe { _mm256_storeu_si256(x.as_mut_ptr().add(8 * k) as *mut __m256i, *xv) };
+        }
+        *pos = p;
+        g
     }
 
     /// The vector loop, for at most `rounds` rounds. Its memory accesses,
