@@ -18,8 +18,9 @@
 //! Features: `search` (default) builds the synthesis search and the prior;
 //! `parallel` (default) uses rayon to work on regions on every core;
 //! `unsafe-fast` (off by default; the `brevis-hub` binary turns it on)
-//! decodes long rANS streams with AVX-512 when the CPU has it. It is the
-//! only `unsafe` code, in `entropy::rans_simd`; the archives are the same.
+//! decodes long rANS streams with AVX-512 or AVX2 when the CPU has them. It
+//! is the only `unsafe` code, in `entropy::rans_simd`; the archives are the
+//! same.
 #![cfg_attr(not(feature = "unsafe-fast"), forbid(unsafe_code))]
 #![cfg_attr(feature = "unsafe-fast", deny(unsafe_code))]
 #![warn(missing_docs)]
