@@ -16,7 +16,9 @@
 //! run time. Otherwise [`decode`] takes no rounds and the scalar decoder
 //! does all the work.
 
-use super::rans::Model;
+use super::rans::{EncSym, Model};
+
+const _: () = assert!(std::mem::size_of::<EncSym>() == 16);
 
 /// States of a stream this module decodes.
 pub(super) const LANES: usize = 32;
@@ -36,6 +38,10 @@ pub(crate) enum Simd {
 
 /// How a symbol's table is chosen.
 #[derive(Clone, Copy)]
+#[cfg_attr(
+    not(all(feature = "unsafe-fast", target_arch = "x86_64")),
+    allow(dead_code)
+)]
 pub(super) enum Ctx<'a> {
     /// One table.
     None,
@@ -70,6 +76,36 @@ pub(super) fn decode(
         }
     }
     0
+}
+
+/// Encode rounds `rounds - 1` down to 0 of a wide order-0 or conditional
+/// stream (symbol `32 * j + l` on state `l`) with the vector encoder, if
+/// `simd` allows one and the CPU has AVX-512 (F, BW, VL); returns whether it
+/// did. `enc` are the encoder tables, `tables[c]` the table of context byte
+/// `c` (of the conditioning stream `sib`; all 0 without one); renormalization
+/// words go to `buf` below `p`, as the scalar encoder writes them.
+#[allow(unused_variables, clippy::too_many_arguments)]
+pub(super) fn encode(
+    simd: Simd,
+    enc: &[[EncSym; 256]],
+    tables: &[u32; 256],
+    x: &mut [u32; LANES],
+    syms: &[u8],
+    sib: Option<&[u8]>,
+    rounds: usize,
+    buf: &mut [u16],
+    p: &mut usize,
+) -> bool {
+    #[cfg(all(feature = "unsafe-fast", target_arch = "x86_64"))]
+    if simd == Simd::Best
+        && std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+    {
+        x86::encode(enc, tables, x, syms, sib, rounds, buf, p);
+        return true;
+    }
+    false
 }
 
 #[cfg(all(feature = "unsafe-fast", target_arch = "x86_64"))]
@@ -131,6 +167,125 @@ mod x86 {
                 run_avx2(&flat, &offsets, ctx, q, x, data, pos, out)
             }
         }
+    }
+
+    /// The vector encoder (see [`super::encode`], which checks its bounds):
+    /// per half round, the 16 lanes' table entries are gathered field by
+    /// field (`EncSym`: x_max, m, start | cmpl_freq << 16, shift), the
+    /// lanes that must shrink store their low 16 bits below `p` in lane
+    /// order (a compress and a masked store), and the exact 33-bit
+    /// reciprocal divides in 64-bit halves (even and odd lanes).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn encode(
+        enc: &[[super::EncSym; 256]],
+        tables: &[u32; 256],
+        x: &mut [u32; LANES],
+        syms: &[u8],
+        sib: Option<&[u8]>,
+        rounds: usize,
+        buf: &mut [u16],
+        p: &mut usize,
+    ) {
+        // Bounds the vector loop relies on.
+        assert!(tables.iter().all(|&t| (t as usize) < enc.len()));
+        assert!(syms.len() >= rounds * LANES && sib.is_none_or(|s| s.len() >= rounds * LANES));
+        // Every symbol still to code writes at most one word below `p`.
+        assert!(*p <= buf.len() && *p > rounds * LANES);
+        // SAFETY: the CPU has AVX-512 F, BW and VL (checked by the caller);
+        // the bounds are checked above.
+        unsafe { run_enc(enc, tables, x, syms, sib, rounds, buf, p) }
+    }
+
+    /// The loop of [`encode`].
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    unsafe fn run_enc(
+        enc: &[[super::EncSym; 256]],
+        tables: &[u32; 256],
+        x: &mut [u32; LANES],
+        syms: &[u8],
+        sib: Option<&[u8]>,
+        rounds: usize,
+        buf: &mut [u16],
+        p: &mut usize,
+    ) {
+        let base = enc.as_ptr() as *const i32;
+        let tp = tables.as_ptr() as *const i32;
+        let low32 = _mm512_set1_epi64(0xFFFF_FFFF);
+        // SAFETY: `x` is 32 u32s: two unaligned 64-byte loads.
+        let mut xs = unsafe {
+            [
+                _mm512_loadu_si512(x.as_ptr() as *const __m512i),
+                _mm512_loadu_si512(x.as_ptr().add(16) as *const __m512i),
+            ]
+        };
+        let mut at = *p;
+        for j in (0..rounds).rev() {
+            for h in (0..2).rev() {
+                let o = j * LANES + 16 * h;
+                // SAFETY: o + 16 <= rounds * 32 <= syms.len() (and sib's);
+                // entry = table * 256 + symbol < enc.len() * 256, so every
+                // field read (16 bytes each) is inside `enc`.
+                let (x_max, m, sc, shift) = unsafe {
+                    let s = _mm512_cvtepu8_epi32(_mm_loadu_si128(
+                        syms.as_ptr().add(o) as *const __m128i
+                    ));
+                    let t = match sib {
+                        Some(sib) => {
+                            let c = _mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                sib.as_ptr().add(o) as *const __m128i
+                            ));
+                            _mm512_slli_epi32::<8>(_mm512_i32gather_epi32::<4>(c, tp))
+                        }
+                        None => _mm512_setzero_si512(),
+                    };
+                    let idx = _mm512_slli_epi32::<4>(_mm512_add_epi32(t, s));
+                    (
+                        _mm512_i32gather_epi32::<1>(idx, base),
+                        _mm512_i32gather_epi32::<1>(idx, base.add(1)),
+                        _mm512_i32gather_epi32::<1>(idx, base.add(2)),
+                        _mm512_i32gather_epi32::<1>(idx, base.add(3)),
+                    )
+                };
+                let xv = xs[h];
+                let shrink = _mm512_cmpge_epu32_mask(xv, x_max);
+                let cnt = shrink.count_ones() as usize;
+                let words = _mm512_cvtepi32_epi16(_mm512_maskz_compress_epi32(shrink, xv));
+                at -= cnt;
+                // SAFETY: at >= 1 (each symbol left writes at most one word
+                // below the start, which is > rounds * 32); the store
+                // writes the `cnt` words [at, at + cnt).
+                unsafe {
+                    _mm256_mask_storeu_epi16(
+                        buf.as_mut_ptr().add(at) as *mut i16,
+                        ((1u32 << cnt) - 1) as __mmask16,
+                        words,
+                    )
+                };
+                let xv = _mm512_mask_srli_epi32(xv, shrink, xv, 16);
+                // q = (((x * m) >> 32) + x) >> shift, in 64-bit lanes.
+                let quot = |xq: __m512i, mq: __m512i, sq: __m512i| {
+                    let hi = _mm512_srli_epi64::<32>(_mm512_mul_epu32(xq, mq));
+                    _mm512_srlv_epi64(_mm512_add_epi64(hi, _mm512_and_si512(xq, low32)), sq)
+                };
+                let q_even = quot(xv, m, _mm512_and_si512(shift, low32));
+                let q_odd = quot(
+                    _mm512_srli_epi64::<32>(xv),
+                    _mm512_srli_epi64::<32>(m),
+                    _mm512_srli_epi64::<32>(shift),
+                );
+                let q = _mm512_mask_blend_epi32(0xAAAA, q_even, _mm512_slli_epi64::<32>(q_odd));
+                let start = _mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF));
+                let cmpl = _mm512_srli_epi32::<16>(sc);
+                xs[h] = _mm512_add_epi32(_mm512_add_epi32(xv, start), _mm512_mullo_epi32(q, cmpl));
+            }
+        }
+        // SAFETY: as the loads.
+        unsafe {
+            _mm512_storeu_si512(x.as_mut_ptr() as *mut __m512i, xs[0]);
+            _mm512_storeu_si512(x.as_mut_ptr().add(16) as *mut __m512i, xs[1]);
+        }
+        *p = at;
     }
 
     /// For each mask of 8 refilled lanes, the lane -> word permutation:
