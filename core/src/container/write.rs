@@ -405,11 +405,12 @@ enum FileSha<'scope> {
 /// Code one region with a shape; the program is executed and compared with
 /// the words before it is accepted (a literal otherwise).
 fn code_region(shape: &Shape, bytes: &[u8], width: u8, cfg: &Instantiate) -> Node {
-    let words = bytes_to_words(bytes, width);
-    let node = search::instantiate(shape, &words, width, cfg);
+    let node = search::instantiate_le_bytes(shape, bytes, width)
+        .unwrap_or_else(|| search::instantiate(shape, &bytes_to_words(bytes, width), width, cfg));
     if execute_bytes(&node, &NoRefs, width).ok().as_deref() == Some(bytes) {
         node
     } else {
+        let words = bytes_to_words(bytes, width);
         search::instantiate(&Shape::Lit(None), &words, width, cfg)
     }
 }

@@ -113,6 +113,47 @@ impl Split {
             .collect()
     }
 
+    /// [`Split::split_bytes`] of the little-endian words in `bytes` (of
+    /// this split's width: 8, 16 or 32 bits), without widening them to
+    /// `u64` first; `None` for other widths or fields above 8 bits.
+    pub fn split_le_bytes(&self, bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
+        let fields = self.fields();
+        if fields.iter().any(|&f| f > 8) {
+            return None;
+        }
+        let width = self.width();
+        let bpw = width as usize / 8;
+        if !matches!(width, 8 | 16 | 32) || !bytes.len().is_multiple_of(bpw) {
+            return None;
+        }
+        let mut s = width;
+        Some(
+            fields
+                .iter()
+                .map(|&f| {
+                    s -= f as u32;
+                    let (sh, m) = (s, mask(f) as u32);
+                    match width {
+                        8 => bytes
+                            .iter()
+                            .map(|&b| ((b as u32 >> sh) & m) as u8)
+                            .collect(),
+                        16 => bytes
+                            .chunks_exact(2)
+                            .map(|c| ((u16::from_le_bytes([c[0], c[1]]) as u32 >> sh) & m) as u8)
+                            .collect(),
+                        _ => bytes
+                            .chunks_exact(4)
+                            .map(|c| {
+                                ((u32::from_le_bytes([c[0], c[1], c[2], c[3]]) >> sh) & m) as u8
+                            })
+                            .collect(),
+                    }
+                })
+                .collect(),
+        )
+    }
+
     /// [`Split::split`] into bytes, when every field has at most 8 bits
     /// (8x less memory than words for the coders that take bytes).
     pub fn split_bytes(&self, words: &[u64]) -> Option<Vec<Vec<u8>>> {
@@ -467,5 +508,40 @@ impl fmt::Display for Node {
                 write!(f, "Interleave[{}]({})", classes.len(), texts.join(", "))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::Dtype;
+
+    #[test]
+    fn fields_cut_from_bytes_match_fields_cut_from_words() {
+        let splits = [
+            (Split::Float(Dtype::BF16), 16u8),
+            (Split::Fields(vec![1, 5, 2, 8]), 16),
+            (Split::Fields(vec![1, 8, 7, 8, 8]), 32),
+            (Split::Fields(vec![3, 5]), 8),
+        ];
+        for (split, width) in splits {
+            let bpw = width as usize / 8;
+            let bytes: Vec<u8> = (0..999 * bpw as u64)
+                .map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 29) as u8)
+                .collect();
+            let words: Vec<u64> = bytes
+                .chunks_exact(bpw)
+                .map(|c| c.iter().rev().fold(0u64, |a, &b| a << 8 | b as u64))
+                .collect();
+            assert_eq!(
+                split.split_le_bytes(&bytes),
+                split.split_bytes(&words),
+                "{split:?}"
+            );
+            assert!(split.split_le_bytes(&bytes[..bytes.len() - 1]).is_none() || bpw == 1);
+        }
+        // Fields above 8 bits, and 64-bit words, take the word path.
+        assert!(Split::Fields(vec![4, 12]).split_le_bytes(&[0; 4]).is_none());
+        assert!(Split::Float(Dtype::F64).split_le_bytes(&[0; 16]).is_none());
     }
 }

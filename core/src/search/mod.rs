@@ -19,7 +19,7 @@ use std::collections::BinaryHeap;
 use std::path::Path;
 
 pub use prior::{HoleContext, Prior};
-pub use shape::{Instantiate, Shape, instantiate};
+pub use shape::{Instantiate, Shape, instantiate, instantiate_le_bytes};
 
 use crate::dsl::{MapOp, ScanOp, Split, wire};
 use crate::dtype::Dtype;

@@ -117,6 +117,46 @@ pub fn instantiate(shape: &Shape, words: &[u64], width: u8, cfg: &Instantiate) -
     inst(shape, words, width, &[], cfg)
 }
 
+/// [`instantiate`] from the little-endian bytes of the words, for a `Merge`
+/// of literals over byte fields (every float split): the fields are cut
+/// from the bytes without widening the words; `None` for other shapes.
+pub fn instantiate_le_bytes(shape: &Shape, bytes: &[u8], width: u8) -> Option<Node> {
+    let Shape::Merge(split, kids) = shape else {
+        return None;
+    };
+    if split.width() != width as u32 || kids.len() != split.fields().len() || !byte_literals(kids) {
+        return None;
+    }
+    let parts = split.split_le_bytes(bytes)?;
+    Some(merge_of_bytes(split, kids, &parts))
+}
+
+/// Whether every child is a literal (or a hole, which becomes one).
+fn byte_literals(kids: &[Shape]) -> bool {
+    kids.iter()
+        .all(|k| matches!(k, Shape::Lit(_) | Shape::Hole))
+}
+
+/// A `Merge` of byte-field literals over its fields `parts`.
+fn merge_of_bytes(split: &Split, kids: &[Shape], parts: &[Vec<u8>]) -> Node {
+    let fields = split.fields();
+    let children = kids
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let codec = match k {
+                Shape::Lit(c) => *c,
+                _ => None,
+            };
+            byte_leaf(codec, &parts[i], fields[i], &parts[..i], &fields[..i])
+        })
+        .collect();
+    Node::Merge {
+        split: split.clone(),
+        children,
+    }
+}
+
 fn inst(shape: &Shape, words: &[u64], width: u8, sibs: &[Sibling<'_>], cfg: &Instantiate) -> Node {
     if all_equal(words)
         && !matches!(
@@ -157,26 +197,10 @@ fn inst(shape: &Shape, words: &[u64], width: u8, sibs: &[Sibling<'_>], cfg: &Ins
             }
             // Literals of byte fields (every float split) take the fields
             // as bytes.
-            if kids
-                .iter()
-                .all(|k| matches!(k, Shape::Lit(_) | Shape::Hole))
+            if byte_literals(kids)
                 && let Some(parts) = split.split_bytes(words)
             {
-                let children = kids
-                    .iter()
-                    .enumerate()
-                    .map(|(i, k)| {
-                        let codec = match k {
-                            Shape::Lit(c) => *c,
-                            _ => None,
-                        };
-                        byte_leaf(codec, &parts[i], fields[i], &parts[..i], &fields[..i])
-                    })
-                    .collect();
-                return Node::Merge {
-                    split: split.clone(),
-                    children,
-                };
+                return merge_of_bytes(split, kids, &parts);
             }
             let parts = split.split(words);
             let mut children = Vec::with_capacity(kids.len());
