@@ -53,7 +53,7 @@ pub enum MapOp {
     BitReverse,
 }
 
-/// A running operation over the child stream (out[i] = out[i-1] op child[i]).
+/// A running operation over the child stream (`out[i] = out[i-1] op child[i]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ScanOp {
     /// Running xor: inverts a previous-word xor delta.

@@ -146,7 +146,7 @@ pub fn write_into(node: &Node, out: &mut Vec<u8>) {
     }
 }
 
-/// Exact number of bytes [`write`] produces, computed without writing.
+/// Exact number of bytes [`write()`] produces, computed without writing.
 pub fn serialized_size(node: &Node) -> usize {
     1 + match node {
         Node::Lit {
