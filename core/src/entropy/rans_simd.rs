@@ -119,7 +119,8 @@ mod x86 {
     /// Lower bound of a normalized state (as in the scalar decoder).
     const RANS_L: i32 = 1 << 16;
 
-    /// With `avx512` the CPU has AVX-512F, else AVX2 (checked by the caller).
+    /// With `avx512` the AVX-512F loop, else the AVX2 one (the CPU must have
+    /// it: checked here, so this safe function is sound for any caller).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn decode(
         avx512: bool,
@@ -131,13 +132,18 @@ mod x86 {
         out: &mut [u8],
         ctx: Ctx<'_>,
     ) -> usize {
+        assert!(if avx512 {
+            is_x86_feature_detected!("avx512f")
+        } else {
+            is_x86_feature_detected!("avx2")
+        });
         let q = out.len() / LANES;
         if let Ctx::None = ctx {
             let t = &packed[0];
             assert_eq!(t.len(), PROB_SCALE as usize);
             // SAFETY: the CPU has AVX-512F or AVX2 as `avx512` says
-            // (checked by the caller); the arguments meet the loops'
-            // conditions (one table, offset 0).
+            // (checked above); the arguments meet the loops' conditions
+            // (one table, offset 0).
             return unsafe {
                 if avx512 {
                     run(t, &[0; 256], ctx, q, x, data, pos, out)
@@ -169,7 +175,7 @@ mod x86 {
         }
     }
 
-    /// The vector encoder (see [`super::encode`], which checks its bounds):
+    /// The vector encoder (see [`super::encode`]; checks the CPU and bounds):
     /// per half round, the 16 lanes' table entries are gathered field by
     /// field (`EncSym`: x_max, m, start | cmpl_freq << 16, shift), the
     /// lanes that must shrink store their low 16 bits below `p` in lane
@@ -186,13 +192,18 @@ mod x86 {
         buf: &mut [u16],
         p: &mut usize,
     ) {
+        assert!(
+            is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vl")
+        );
         // Bounds the vector loop relies on.
         assert!(tables.iter().all(|&t| (t as usize) < enc.len()));
         assert!(syms.len() >= rounds * LANES && sib.is_none_or(|s| s.len() >= rounds * LANES));
         // Every symbol still to code writes at most one word below `p`.
         assert!(*p <= buf.len() && *p > rounds * LANES);
-        // SAFETY: the CPU has AVX-512 F, BW and VL (checked by the caller);
-        // the bounds are checked above.
+        // SAFETY: the CPU has AVX-512 F, BW and VL and the bounds hold
+        // (both checked above).
         unsafe { run_enc(enc, tables, x, syms, sib, rounds, buf, p) }
     }
 
