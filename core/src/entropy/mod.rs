@@ -366,7 +366,7 @@ pub fn encode_best<W: Word>(
         let counts0 = rans::count(&syms, &Context::None);
         let huff = cost(
             Codec::Huffman,
-            huffman::exact_size(&counts0.counts[0]),
+            huffman::exact_size(counts0.order0()),
             n,
             width,
         );

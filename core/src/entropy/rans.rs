@@ -151,25 +151,70 @@ fn pack_table(t: &FreqTable) -> Vec<u32> {
     out
 }
 
-/// Symbol counts per context (one context for order 0, 256 otherwise).
+/// Symbol counts per context: one histogram for order 0; for the context
+/// models, one per context value that occurs (most streams use a few dozen
+/// of the 256, and a dense 256 x 256 table costs more to clear than to fill
+/// on a short stream).
 pub(crate) struct Counts {
-    pub counts: Vec<[u32; 256]>,
-    pub totals: Vec<usize>,
+    /// Histograms, by increasing context value.
+    rows: Vec<[u32; 256]>,
+    /// The context value of each row.
+    ctxs: Vec<u8>,
+    /// Symbols in each row.
+    totals: Vec<usize>,
+    /// Whether contexts choose tables (else one row, context 0).
+    contextual: bool,
 }
 
 impl Counts {
-    /// Counts from per-context histograms.
-    pub fn new(counts: Vec<[u32; 256]>) -> Counts {
-        let totals = counts
-            .iter()
-            .map(|c| c.iter().map(|&x| x as usize).sum())
-            .collect();
-        Counts { counts, totals }
+    /// Counts from dense per-context histograms (one: order 0).
+    #[cfg(test)]
+    pub fn new(dense: Vec<[u32; 256]>) -> Counts {
+        let contextual = dense.len() > 1;
+        let total = |r: &[u32; 256]| r.iter().map(|&x| x as usize).sum::<usize>();
+        let (mut rows, mut ctxs, mut totals) = (Vec::new(), Vec::new(), Vec::new());
+        for (c, r) in dense.into_iter().enumerate() {
+            let t = total(&r);
+            if t > 0 || !contextual {
+                rows.push(r);
+                ctxs.push(c as u8);
+                totals.push(t);
+            }
+        }
+        Counts {
+            rows,
+            ctxs,
+            totals,
+            contextual,
+        }
     }
 
-    /// Does context `c` get a table of its own (else it shares table 0)?
-    fn own(&self, c: usize, min_ctx_count: usize) -> bool {
-        self.counts.len() > 1 && self.totals[c] >= min_ctx_count.max(1)
+    /// The order-0 histogram (of a count without contexts).
+    pub fn order0(&self) -> &[u32; 256] {
+        debug_assert!(!self.contextual);
+        &self.rows[0]
+    }
+
+    /// Symbols counted.
+    #[cfg(test)]
+    pub fn total(&self) -> usize {
+        self.totals.iter().sum()
+    }
+
+    /// `(context, histogram, symbols)` of each context that occurs, by
+    /// increasing context.
+    fn iter(&self) -> impl Iterator<Item = (u8, &[u32; 256], usize)> {
+        self.ctxs
+            .iter()
+            .zip(&self.rows)
+            .zip(&self.totals)
+            .map(|((&c, r), &t)| (c, r, t))
+    }
+
+    /// Does a context seen `total` times get a table of its own (else it
+    /// shares table 0)?
+    fn own(&self, total: usize, min_ctx_count: usize) -> bool {
+        self.contextual && total >= min_ctx_count.max(1)
     }
 }
 
@@ -191,10 +236,10 @@ impl Model {
         let mut own = Vec::new();
         let mut pooled = [0u32; 256];
         let mut tables = vec![FreqTable::empty()];
-        for (ctx, counts) in c.counts.iter().enumerate() {
-            if c.own(ctx, min_ctx_count) {
-                own.push(ctx as u8);
-                map[ctx] = tables.len() as u16;
+        for (ctx, counts, total) in c.iter() {
+            if c.own(total, min_ctx_count) {
+                own.push(ctx);
+                map[ctx as usize] = tables.len() as u16;
                 tables.push(FreqTable::from_counts(counts));
             } else {
                 for s in 0..256 {
@@ -257,8 +302,25 @@ pub(crate) fn count(syms: &[u8], ctx: &Context<'_>) -> Counts {
 
 /// [`count`] with order-1 contexts over `N` segments.
 pub(crate) fn count_n<const N: usize>(syms: &[u8], ctx: &Context<'_>) -> Counts {
-    let nctx = if matches!(ctx, Context::None) { 1 } else { 256 };
-    let mut counts = vec![[0u32; 256]; nctx];
+    // The context values that may occur get a row each, in increasing order.
+    let mut seen = [false; 256];
+    match ctx {
+        Context::None => seen[0] = true,
+        Context::Sibling(sib) => sib.iter().for_each(|&c| seen[c as usize] = true),
+        Context::Previous => {
+            seen[0] = true;
+            syms.iter().for_each(|&c| seen[c as usize] = true);
+        }
+    }
+    let mut row = [0u16; 256];
+    let mut ctxs = Vec::new();
+    for c in 0..256 {
+        if seen[c] {
+            row[c] = ctxs.len() as u16;
+            ctxs.push(c as u8);
+        }
+    }
+    let mut counts = vec![[0u32; 256]; ctxs.len()];
     match ctx {
         Context::None => {
             // Four histograms break the store-to-load chain on runs.
@@ -279,14 +341,25 @@ pub(crate) fn count_n<const N: usize>(syms: &[u8], ctx: &Context<'_>) -> Counts 
         }
         Context::Sibling(sib) => {
             for (&s, &c) in syms.iter().zip(sib.iter()) {
-                counts[c as usize][s as usize] += 1;
+                counts[row[c as usize] as usize][s as usize] += 1;
             }
         }
         Context::Previous => {
-            for_each_previous::<N>(syms, |i, c| counts[c as usize][syms[i] as usize] += 1);
+            for_each_previous::<N>(syms, |i, c| {
+                counts[row[c as usize] as usize][syms[i] as usize] += 1
+            });
         }
     }
-    Counts::new(counts)
+    let totals = counts
+        .iter()
+        .map(|r| r.iter().map(|&x| x as usize).sum())
+        .collect();
+    Counts {
+        rows: counts,
+        ctxs,
+        totals,
+        contextual: !matches!(ctx, Context::None),
+    }
 }
 
 /// Encode byte symbols with contexts. `min_ctx_count` is the count below
@@ -631,11 +704,11 @@ pub(crate) fn estimate_counted(c: &Counts, min_ctx_count: usize) -> f64 {
     let mut pooled = [0u32; 256];
     let mut bits = 0.0;
     let mut table_bytes = 0.0;
-    for (ctx, counts) in c.counts.iter().enumerate() {
-        if c.totals[ctx] == 0 {
+    for (_, counts, total) in c.iter() {
+        if total == 0 {
             continue;
         }
-        if c.own(ctx, min_ctx_count) {
+        if c.own(total, min_ctx_count) {
             bits += super::entropy_bits(counts);
             table_bytes += 1.0 + super::table::estimate_table_bytes(counts);
         } else {
@@ -903,7 +976,7 @@ mod speed {
             let t = std::time::Instant::now();
             let c = count(&syms, &Context::None);
             let cn = t.elapsed().as_secs_f64() * 1e9 / n as f64;
-            assert_eq!(c.totals[0], n);
+            assert_eq!(c.total(), n);
             eprintln!(
                 "order 0 ns/symbol: encode 4 {e4:.2} 32 {e32:.2}; decode 4 {:.2} 32 {:.2} avx2 {:.2} best {:.2}; count {cn:.2}",
                 dec(&p4, false, false, Simd::Off),
