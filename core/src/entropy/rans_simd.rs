@@ -299,6 +299,16 @@ mod x86 {
         *p = at;
     }
 
+    /// Order 1: each lane's run of `r` staged symbols from round `j` to its
+    /// segment (`q` symbols each) of `out`.
+    fn flush(stage: &[u8], out: &mut [u8], q: usize, j: usize, r: usize) {
+        for l in 0..LANES {
+            for (k, b) in out[l * q + j..l * q + j + r].iter_mut().enumerate() {
+                *b = stage[k * LANES + l];
+            }
+        }
+    }
+
     /// For each mask of 8 refilled lanes, the lane -> word permutation:
     /// refilled lane `l` takes word `popcount(mask & ((1 << l) - 1))`.
     const REFILL: [[u32; 8]; 256] = {
@@ -351,13 +361,7 @@ mod x86 {
         });
         let mut prev = [zero; 4];
         let mut stage = [0u8; STAGE_ROUNDS * LANES];
-        let flush = |stage: &[u8], out: &mut [u8], j: usize, r: usize| {
-            for l in 0..LANES {
-                for (k, b) in out[l * q + j..l * q + j + r].iter_mut().enumerate() {
-                    *b = stage[k * LANES + l];
-                }
-            }
-        };
+        let flush = |stage: &[u8], out: &mut [u8], j: usize, r: usize| flush(stage, out, q, j, r);
         let mut p = *pos;
         let mut g = 0;
         while g < rounds && p + 64 <= data.len() {
@@ -471,18 +475,11 @@ mod x86 {
             ]
         };
         let op = offsets.as_ptr() as *const i32;
-        // Order 1: each lane's previous symbol, and where its segment's
-        // next symbol goes (lane l of half h: segment 16h + l).
+        // Order 1: each lane's previous symbol (lane l of half h decodes
+        // segment 16h + l), and the stage of the last rounds.
         let mut prev = [_mm512_setzero_si512(); 2];
         let mut stage = [0u8; STAGE_ROUNDS * LANES];
-        // Each lane's run of `r` symbols from round `j`, to its segment.
-        let flush = |stage: &[u8], out: &mut [u8], j: usize, r: usize| {
-            for l in 0..LANES {
-                for (k, b) in out[l * q + j..l * q + j + r].iter_mut().enumerate() {
-                    *b = stage[k * LANES + l];
-                }
-            }
-        };
+        let flush = |stage: &[u8], out: &mut [u8], j: usize, r: usize| flush(stage, out, q, j, r);
         let mut p = *pos;
         let mut g = 0;
         while g < rounds && p + 64 <= data.len() {
