@@ -441,30 +441,20 @@ pub fn encode_with<W: Word>(
         Codec::Raw => raw_bytes(words, width),
         Codec::BitPack => bitpack(words, bits_for(or_all(words))),
         Codec::Huffman => huffman::encode(words),
-        Codec::Rans0 | Codec::Rans0x32 => {
-            let syms = to_bytes(words);
-            let counts = rans::count(&syms, &Context::None);
-            rans_encode(codec, &syms, Context::None, &counts, 0)
-        }
+        Codec::Rans0 | Codec::Rans0x32 => rans_counted(codec, &to_bytes(words), Context::None, 0),
         Codec::Rans1 | Codec::Rans1x32 => {
-            let syms = to_bytes(words);
-            let counts = rans_count(codec, &syms, &Context::Previous);
             let min_ctx = (words.len() / 512).max(512);
-            rans_encode(codec, &syms, Context::Previous, &counts, min_ctx)
+            rans_counted(codec, &to_bytes(words), Context::Previous, min_ctx)
         }
         Codec::RansCond { .. } | Codec::RansCondx32 { .. } => {
-            let syms = to_bytes(words);
             let sib = to_bytes(sibling.expect("conditional coder needs its sibling"));
-            let ctx = Context::Sibling(&sib);
-            let counts = rans::count(&syms, &ctx);
-            rans_encode(codec, &syms, ctx, &counts, (words.len() / 512).max(512))
+            let min_ctx = (words.len() / 512).max(512);
+            rans_counted(codec, &to_bytes(words), Context::Sibling(&sib), min_ctx)
         }
         Codec::Zstd => zstd::bulk::compress(&raw_bytes(words, width), 19).unwrap_or_default(),
         Codec::PackedRans0 | Codec::PackedRans0x32 => {
             assert!(width <= 4, "packed rANS takes words of at most 4 bits");
-            let syms = pack_bits(words, width as u32);
-            let counts = rans::count(&syms, &Context::None);
-            rans_encode(codec, &syms, Context::None, &counts, 0)
+            rans_counted(codec, &pack_bits(words, width as u32), Context::None, 0)
         }
         Codec::Rans0V1 | Codec::Rans1V1 | Codec::RansCondV1 { .. } => {
             panic!("{codec:?} is decode-only")
@@ -521,6 +511,11 @@ fn rans_count(codec: Codec, syms: &[u8], ctx: &Context<'_>) -> rans::Counts {
     } else {
         rans::count(syms, ctx)
     }
+}
+
+/// `syms` counted under `ctx` and coded in rANS with `codec`'s states.
+fn rans_counted(codec: Codec, syms: &[u8], ctx: Context<'_>, min_ctx: usize) -> Vec<u8> {
+    rans_encode(codec, syms, ctx, &rans_count(codec, syms, &ctx), min_ctx)
 }
 
 /// `syms` (counted under `ctx`) in rANS with `codec`'s number of states.

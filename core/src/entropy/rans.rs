@@ -521,18 +521,29 @@ pub(crate) fn read_payload(
     Ok(Some((model, data)))
 }
 
+/// The decoder's table lookup and state update, shared by both rANS
+/// versions: the packed entry of `x`'s slot (see `pack_table`) and the
+/// state before renormalization.
+#[inline(always)]
+pub(crate) fn lookup(tbl: &[u32], x: u32) -> (u32, u32) {
+    let slot = x & (PROB_SCALE - 1);
+    let e = tbl[slot as usize];
+    let freq = ((e >> 8) & 0xFFF) + 1;
+    let start = e >> 20;
+    (
+        e,
+        freq.wrapping_mul(x >> PROB_BITS)
+            .wrapping_add(slot)
+            .wrapping_sub(start),
+    )
+}
+
 /// One decoding step: the symbol in `$st`'s slot, then the state update and
 /// at most one 16-bit read.
 macro_rules! step {
     ($tbl:expr, $st:expr, $data:ident, $pos:ident) => {{
-        let slot = $st & (PROB_SCALE - 1);
-        let e = $tbl[slot as usize];
-        let freq = ((e >> 8) & 0xFFF) + 1;
-        let start = e >> 20;
-        $st = freq
-            .wrapping_mul($st >> PROB_BITS)
-            .wrapping_add(slot)
-            .wrapping_sub(start);
+        let e;
+        (e, $st) = lookup(&$tbl[..], $st);
         if $st < RANS_L {
             match $data.get($pos..$pos + 2) {
                 Some(b) => {
@@ -658,6 +669,8 @@ fn steps<W: Word, const N: usize>(
             _ => o[segs[l].0 + done - 1].to_u64() as u8,
         });
         if N == LANES {
+            // Four segments write side by side without cache trouble (the
+            // stage below costs this case 9%).
             for j in done..q {
                 for l in 0..N {
                     c[l] = step!(by_ctx[c[l] as usize], x[l], data, pos);

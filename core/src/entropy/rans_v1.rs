@@ -12,11 +12,12 @@
 use super::Word;
 #[cfg(test)]
 use super::put_varint;
-use super::rans::read_payload;
 #[cfg(test)]
 use super::rans::{Counts, Model};
+use super::rans::{lookup, read_payload};
 #[cfg(test)]
 use super::table::FreqTable;
+#[cfg(test)]
 use super::table::{PROB_BITS, PROB_SCALE};
 use crate::error::DecodeError;
 
@@ -191,19 +192,12 @@ pub(crate) fn decode<W: Word>(
         pos += 4;
     }
     out.reserve(n);
-    let mask = PROB_SCALE - 1;
     // One packed lookup per symbol: sym | (freq-1) << 8 | start << 20.
     let packed = model.packed();
     macro_rules! step {
         ($tbl:expr, $st:ident) => {{
-            let slot = $st & mask;
-            let e = $tbl[slot as usize];
-            let freq = ((e >> 8) & 0xFFF) + 1;
-            let start = e >> 20;
-            $st = freq
-                .wrapping_mul($st >> PROB_BITS)
-                .wrapping_add(slot)
-                .wrapping_sub(start);
+            let e;
+            (e, $st) = lookup(&$tbl[..], $st);
             while $st < RANS_L {
                 let byte = *data
                     .get(pos)
