@@ -465,7 +465,10 @@ pub async fn mirror(
                     .is_some_and(|i| i.sha256 == h.sha256 && i.original_len == h.size);
                 if !reuse {
                     note(&format!("compressing {}", f.path));
+                    // Proven below, against the Hub's SHA-256, whether
+                    // compressed now or reused.
                     let mut co = brevis_core::CompressOptions::default()
+                        .verify(false)
                         .threads(opts.threads)
                         .prior(prior.clone())
                         .progress(opts.progress.clone());

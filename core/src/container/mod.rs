@@ -64,6 +64,12 @@ pub struct CompressOptions {
     /// Also code small files whole and keep the smaller archive (see
     /// `WHOLE_FILE_MAX`).
     pub whole_file: bool,
+    /// Prove the archive before handing it over: decode it and check the
+    /// source's length and SHA-256 ([`EncodeError::SelfCheck`](crate::EncodeError::SelfCheck) otherwise;
+    /// [`compress_file`] then leaves nothing at the destination). This is
+    /// the only check that a program rebuilds its region: coding a region
+    /// does not execute it a second time.
+    pub verify: bool,
 }
 
 impl Default for CompressOptions {
@@ -77,6 +83,7 @@ impl Default for CompressOptions {
             region_words: DEFAULT_REGION_WORDS,
             strict_safetensors: false,
             whole_file: true,
+            verify: true,
         }
     }
 }
@@ -116,6 +123,12 @@ impl CompressOptions {
     /// Refuse malformed safetensors instead of carrying them as bytes.
     pub fn strict_safetensors(mut self, s: bool) -> Self {
         self.strict_safetensors = s;
+        self
+    }
+    /// Whether to decode the archive and check it against the source
+    /// (on by default).
+    pub fn verify(mut self, v: bool) -> Self {
+        self.verify = v;
         self
     }
 }

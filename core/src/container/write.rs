@@ -8,12 +8,11 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::layout::{self, MAX_SAFETENSORS_HEADER, SegmentDesc, SegmentKind};
-use super::read::ReadAt;
+use super::read::{Archive, ReadAt};
 use super::{
-    CompressOptions, CompressReport, PREAMBLE_LEN, Preamble, Region, Segment, bytes_to_words, pool,
-    write_table, xxh3,
+    CompressOptions, CompressReport, DecompressOptions, PREAMBLE_LEN, Preamble, Region, Segment,
+    bytes_to_words, pool, write_table, xxh3,
 };
-use crate::dsl::exec::{NoRefs, execute_bytes};
 use crate::dsl::{Node, wire};
 use crate::error::EncodeError;
 use crate::search::{self, Instantiate, Prior, Shape, Target};
@@ -402,16 +401,48 @@ enum FileSha<'scope> {
     Beside(std::thread::ScopedJoinHandle<'scope, Result<[u8; 32], EncodeError>>),
 }
 
-/// Code one region with a shape; the program is executed and compared with
-/// the words before it is accepted (a literal otherwise).
+/// Code one region with a shape. The program is not executed here: the
+/// instantiation is exact by construction, and [`CompressOptions::verify`]
+/// proves the whole archive (decoding it, as a reader would) instead.
 fn code_region(shape: &Shape, bytes: &[u8], width: u8, cfg: &Instantiate) -> Node {
-    let node = search::instantiate_le_bytes(shape, bytes, width)
-        .unwrap_or_else(|| search::instantiate(shape, &bytes_to_words(bytes, width), width, cfg));
-    if execute_bytes(&node, &NoRefs, width).ok().as_deref() == Some(bytes) {
-        node
-    } else {
-        let words = bytes_to_words(bytes, width);
-        search::instantiate(&Shape::Lit(None), &words, width, cfg)
+    search::instantiate_le_bytes(shape, bytes, width)
+        .unwrap_or_else(|| search::instantiate(shape, &bytes_to_words(bytes, width), width, cfg))
+}
+
+/// Decode a fresh archive and check it against the report of its source.
+fn self_check<R: ReadAt>(
+    archive: Archive<R>,
+    report: &CompressReport,
+    threads: usize,
+) -> Result<(), EncodeError> {
+    let bug = |what: String| {
+        EncodeError::SelfCheck(format!(
+            "the archive does not decode to its source ({what}); this is a bug in brevis, please report it"
+        ))
+    };
+    let mut out = LenSink(0);
+    let r = archive
+        .decode_to(&mut out, &DecompressOptions::default().threads(threads))
+        .map_err(|e| bug(e.to_string()))?;
+    if r.sha256 != report.sha256 || out.0 != report.original_len {
+        return Err(bug(format!(
+            "{} bytes decoded, {} expected",
+            out.0, report.original_len
+        )));
+    }
+    Ok(())
+}
+
+/// Counts what is written to it.
+struct LenSink(u64);
+
+impl Write for LenSink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0 += b.len() as u64;
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -462,8 +493,13 @@ fn file_label(p: &Path) -> String {
 /// Compress bytes in memory.
 pub fn compress(data: &[u8], opts: &CompressOptions) -> Result<Vec<u8>, EncodeError> {
     let mut out = std::io::Cursor::new(Vec::with_capacity(data.len() / 2 + 1024));
-    compress_source(&data, Path::new("<memory>"), &mut out, opts)?;
-    Ok(out.into_inner())
+    let report = compress_source(&data, Path::new("<memory>"), &mut out, opts)?;
+    let out = out.into_inner();
+    if opts.verify {
+        let archive = Archive::new(&out[..]).map_err(|e| EncodeError::SelfCheck(e.to_string()))?;
+        self_check(archive, &report, opts.threads)?;
+    }
+    Ok(out)
 }
 
 /// Compress `src` into `dst` atomically (temp file + rename). Fails if `dst`
@@ -495,6 +531,12 @@ pub fn compress_file(
     })?;
     w.flush().map_err(|e| EncodeError::io(dst, e))?;
     drop(w);
+    if opts.verify {
+        // The temp file is removed if the check fails.
+        let f = tmp.file().map_err(|e| EncodeError::io(dst, e))?;
+        let archive = Archive::new(f).map_err(|e| EncodeError::SelfCheck(e.to_string()))?;
+        self_check(archive, &report, opts.threads)?;
+    }
     tmp.persist(dst, overwrite).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AlreadyExists {
             EncodeError::Exists(dst.to_path_buf())
@@ -503,4 +545,27 @@ pub fn compress_file(
         }
     })?;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn self_check_rejects_an_archive_of_other_bytes() {
+        let data = b"the source; not a safetensors file".repeat(100);
+        let opts = CompressOptions::default().verify(false);
+        let mut out = std::io::Cursor::new(Vec::new());
+        let report = compress_source(&&data[..], Path::new("<memory>"), &mut out, &opts).unwrap();
+        let archive = out.into_inner();
+        self_check(Archive::new(&archive[..]).unwrap(), &report, 1).unwrap();
+        let mut other = report.clone();
+        other.sha256[0] ^= 1;
+        let e = self_check(Archive::new(&archive[..]).unwrap(), &other, 1).unwrap_err();
+        assert!(matches!(e, EncodeError::SelfCheck(_)), "{e}");
+        let mut longer = report;
+        longer.original_len += 1;
+        let e = self_check(Archive::new(&archive[..]).unwrap(), &longer, 1).unwrap_err();
+        assert!(e.to_string().contains("bytes decoded"), "{e}");
+    }
 }

@@ -126,6 +126,7 @@ impl Split {
         if !matches!(width, 8 | 16 | 32) || !bytes.len().is_multiple_of(bpw) {
             return None;
         }
+        let n = bytes.len() / bpw;
         let mut s = width;
         Some(
             fields
@@ -133,22 +134,28 @@ impl Split {
                 .map(|&f| {
                     s -= f as u32;
                     let (sh, m) = (s, mask(f) as u32);
+                    // Indexed loops over a preallocated field: these
+                    // vectorize (the shift is the same for every word).
+                    let mut out = vec![0u8; n];
                     match width {
-                        8 => bytes
-                            .iter()
-                            .map(|&b| ((b as u32 >> sh) & m) as u8)
-                            .collect(),
-                        16 => bytes
-                            .chunks_exact(2)
-                            .map(|c| ((u16::from_le_bytes([c[0], c[1]]) as u32 >> sh) & m) as u8)
-                            .collect(),
-                        _ => bytes
-                            .chunks_exact(4)
-                            .map(|c| {
-                                ((u32::from_le_bytes([c[0], c[1], c[2], c[3]]) >> sh) & m) as u8
-                            })
-                            .collect(),
+                        8 => {
+                            for (o, &b) in out.iter_mut().zip(bytes) {
+                                *o = ((b as u32 >> sh) & m) as u8;
+                            }
+                        }
+                        16 => {
+                            for (o, c) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+                                *o = ((u16::from_le_bytes([c[0], c[1]]) as u32 >> sh) & m) as u8;
+                            }
+                        }
+                        _ => {
+                            for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+                                let w = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                                *o = ((w >> sh) & m) as u8;
+                            }
+                        }
                     }
+                    out
                 })
                 .collect(),
         )
