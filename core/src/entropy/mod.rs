@@ -533,41 +533,160 @@ fn rans_encode(
     }
 }
 
-/// `words` in [`Codec::Rans0`] (words < 256) or [`Codec::PackedRans0`]
-/// (`width <= 4`) if that costs less than `bound` (see [`cost`]): the
-/// symbols are made and counted once for the estimate and the encoding.
-pub fn encode_if_cheaper<W: Word>(
-    codec: Codec,
+/// How a candidate of [`encode_cheapest`] is priced.
+enum Price {
+    /// Exact without encoding (raw, bit-packed, Huffman).
+    Exact,
+    /// Encoded to be priced (zstd).
+    Encoded(Vec<u8>),
+    /// Estimated from these counts (rANS); `None`: the shared order-0 counts.
+    Counted(Option<rans::Counts>),
+}
+
+/// Encode `words` with whichever of `codecs` (fitted to the stream, see
+/// [`Codec::fit`]) costs least (see [`cost`]), encoding as few as possible:
+/// rANS codecs are priced from their counts, raw, bit-packed and Huffman
+/// exactly without encoding. The cheapest is encoded, and so is any other
+/// priced below the exact cost of the best encoded so far: the codec
+/// written is the cheapest by exact size among those encoded. (A rANS
+/// estimate is slightly pessimistic, so a codec whose estimate loses by a
+/// hair is not encoded.) Counts are shared: order 0 is the sum of a context
+/// coder's rows. A rANS codec that must count a long stream of its own is
+/// first screened on every 8th symbol, optimistically, against the
+/// cheapest price so far. `sibling` is the conditional coders' context.
+/// Words must fit the codecs (e.g. < 256 for rANS).
+pub fn encode_cheapest<W: Word>(
+    codecs: &[Codec],
     words: &[W],
     width: u8,
-    bound: f64,
-) -> Option<(Codec, Vec<u8>)> {
-    let syms = match codec {
-        Codec::Rans0 | Codec::Rans0x32 => to_bytes(words),
-        Codec::PackedRans0 | Codec::PackedRans0x32 if width <= 4 => {
-            Cow::Owned(pack_bits(words, width as u32))
+    sibling: Option<&[W]>,
+) -> (Codec, Vec<u8>) {
+    let n = words.len();
+    let max = or_all(words);
+    let k = bits_for(max);
+    let bytes = (max < 256).then(|| to_bytes(words));
+    let syms = || bytes.as_deref().expect("rANS and Huffman take words < 256");
+    let mut packed: Option<Vec<u8>> = None;
+    let sib = sibling.map(to_bytes_lossy);
+    let min_ctx = (n / 512).max(512);
+    let mut counts0: Option<rans::Counts> = None;
+    let mut priced: Vec<(f64, Codec, Price)> = Vec::with_capacity(codecs.len());
+    let cheapest = |p: &[(f64, Codec, Price)]| p.iter().map(|c| c.0).fold(f64::INFINITY, f64::min);
+    for &c in codecs {
+        let (bytes_est, price) = match c {
+            Codec::Raw => ((n * bytes_per_word(width)) as f64, Price::Exact),
+            Codec::BitPack => ((1 + (n * k as usize).div_ceil(8)) as f64, Price::Exact),
+            Codec::Huffman => {
+                let c0 = counts0.get_or_insert_with(|| rans::count(syms(), &Context::None));
+                (huffman::exact_size(c0.order0()) as f64, Price::Exact)
+            }
+            Codec::Zstd => {
+                let z = zstd::bulk::compress(&raw_bytes(words, width), 19).unwrap_or_default();
+                (z.len() as f64, Price::Encoded(z))
+            }
+            Codec::Rans0 | Codec::Rans0x32 => {
+                if counts0.is_none() && screen(syms(), n, width, c) >= cheapest(&priced) {
+                    continue;
+                }
+                let c0 = counts0.get_or_insert_with(|| rans::count(syms(), &Context::None));
+                (rans_estimate(c, c0, 0), Price::Counted(None))
+            }
+            Codec::Rans1 | Codec::Rans1x32 => {
+                let counts = rans_count(c, syms(), &Context::Previous);
+                counts0.get_or_insert_with(|| counts.pooled());
+                (
+                    rans_estimate(c, &counts, min_ctx),
+                    Price::Counted(Some(counts)),
+                )
+            }
+            Codec::RansCond { .. } | Codec::RansCondx32 { .. } => {
+                let sib = sib.as_deref().expect("conditional coder needs its sibling");
+                let counts = rans_count(c, syms(), &Context::Sibling(sib));
+                counts0.get_or_insert_with(|| counts.pooled());
+                (
+                    rans_estimate(c, &counts, min_ctx),
+                    Price::Counted(Some(counts)),
+                )
+            }
+            Codec::PackedRans0 | Codec::PackedRans0x32 => {
+                assert!(width <= 4, "packed rANS takes words of at most 4 bits");
+                let p = packed.insert(pack_bits(words, width as u32));
+                if screen(p, n, width, c) >= cheapest(&priced) {
+                    continue;
+                }
+                let counts = rans_count(c, p, &Context::None);
+                (rans_estimate(c, &counts, 0), Price::Counted(Some(counts)))
+            }
+            Codec::Rans0V1 | Codec::Rans1V1 | Codec::RansCondV1 { .. } => {
+                panic!("{c:?} is decode-only")
+            }
+        };
+        priced.push((
+            bytes_est + symbols(c, n, width) as f64 * SYMBOL_COST,
+            c,
+            price,
+        ));
+    }
+    // Cheapest first; ties keep the callers' order.
+    priced.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut best: Option<(f64, Codec, Vec<u8>)> = None;
+    for (price, c, how) in priced {
+        if best.as_ref().is_some_and(|b| price >= b.0) {
+            break;
         }
-        _ => panic!("encode_if_cheaper takes Rans0 or PackedRans0, not {codec:?}"),
-    };
-    let codec = codec.fit(syms.len());
-    // Long streams are screened on every 8th symbol first, optimistically
-    // (table cost unscaled, no coder overhead): most alternatives lose.
-    if syms.len() >= 1 << 15 {
-        let mut sample = [0u32; 256];
-        for &b in syms.iter().step_by(8) {
-            sample[b as usize] += 1;
-        }
-        let scale = syms.len() as f64 / syms.len().div_ceil(8) as f64;
-        let screen = entropy_bits(&sample) * scale / 8.0 * 0.99
-            + table::estimate_table_bytes(&sample)
-            + syms.len() as f64 * SYMBOL_COST;
-        if screen >= bound {
-            return None;
+        let payload = match how {
+            Price::Encoded(p) => p,
+            Price::Exact => match c {
+                Codec::Raw => raw_bytes(words, width),
+                Codec::BitPack => bitpack(words, k),
+                _ => huffman::encode(words),
+            },
+            Price::Counted(counts) => {
+                let counts = counts.as_ref().or(counts0.as_ref()).expect("counted");
+                let (s, ctx, m) = match c {
+                    Codec::Rans1 | Codec::Rans1x32 => (syms(), Context::Previous, min_ctx),
+                    Codec::RansCond { .. } | Codec::RansCondx32 { .. } => (
+                        syms(),
+                        Context::Sibling(sib.as_deref().expect("sibling")),
+                        min_ctx,
+                    ),
+                    Codec::PackedRans0 | Codec::PackedRans0x32 => {
+                        (packed.as_deref().expect("packed"), Context::None, 0)
+                    }
+                    _ => (syms(), Context::None, 0),
+                };
+                rans_encode(c, s, ctx, counts, m)
+            }
+        };
+        let exact = cost(c, payload.len(), n, width);
+        if best.as_ref().is_none_or(|b| exact < b.0) {
+            best = Some((exact, c, payload));
         }
     }
-    let counts = rans::count(&syms, &Context::None);
-    let p = rans_if_cheaper(codec, &syms, Context::None, &counts, 0, bound)?;
-    (cost(codec, p.len(), words.len(), width) < bound).then_some((codec, p))
+    let (_, c, p) = best.expect("encode_cheapest needs a codec");
+    (c, p)
+}
+
+/// Estimated bytes of `counts` in rANS with `codec`'s states.
+fn rans_estimate(codec: Codec, counts: &rans::Counts, min_ctx: usize) -> f64 {
+    rans::estimate_counted(counts, min_ctx) + 4.0 * (lanes(codec) - rans::LANES) as f64
+}
+
+/// An optimistic price of `syms` in order-0 rANS, from every 8th symbol
+/// (table cost unscaled, no coder overhead); 0 for short streams, which are
+/// cheap to count whole.
+fn screen(syms: &[u8], n: usize, width: u8, codec: Codec) -> f64 {
+    if syms.len() < 1 << 15 {
+        return 0.0;
+    }
+    let mut sample = [0u32; 256];
+    for &b in syms.iter().step_by(8) {
+        sample[b as usize] += 1;
+    }
+    let scale = syms.len() as f64 / syms.len().div_ceil(8) as f64;
+    entropy_bits(&sample) * scale / 8.0 * 0.99
+        + table::estimate_table_bytes(&sample)
+        + symbols(codec, n, width) as f64 * SYMBOL_COST
 }
 
 fn raw_bytes<W: Word>(words: &[W], width: u8) -> Vec<u8> {
@@ -1108,6 +1227,88 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn encode_cheapest_writes_a_decodable_stream_no_dearer_than_any_exact_codec() {
+        // Streams where different codecs win: uniform bytes (raw), narrow
+        // skewed words (packed or order 0), an order-1 chain, a stream
+        // given by its sibling, a constant-ish stream, short ones.
+        let chain: Vec<u64> = (0..60_000u64).map(|i| (i * i / 97) % 7).collect();
+        let sib: Vec<u64> = skewed(5, 60_000, 16);
+        let given: Vec<u64> = sib.iter().map(|&s| (s * 3) % 16).collect();
+        let streams: Vec<(Vec<u64>, u8)> = vec![
+            (
+                (0..70_000u64)
+                    .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56)
+                    .collect(),
+                8,
+            ),
+            (skewed(1, 50_000, 4), 2),
+            (skewed(2, 300_000, 16), 4),
+            (chain, 3),
+            (given, 4),
+            (vec![3; 40_000], 2),
+            (skewed(3, 100, 8), 3),
+            (skewed(4, 16, 2), 1),
+        ];
+        let sets: &[&[Codec]] = &[
+            &[Codec::Raw, Codec::Rans0, Codec::BitPack],
+            &[
+                Codec::Rans1,
+                Codec::Rans0,
+                Codec::PackedRans0,
+                Codec::BitPack,
+            ],
+            &[
+                Codec::RansCond { sibling: 0 },
+                Codec::Rans0,
+                Codec::Huffman,
+                Codec::Raw,
+            ],
+            &[
+                Codec::Rans1x32,
+                Codec::Rans0x32,
+                Codec::PackedRans0x32,
+                Codec::BitPack,
+            ],
+            &[Codec::Zstd, Codec::Rans0],
+        ];
+        for (words, width) in &streams {
+            let n = words.len();
+            for set in sets {
+                let set: Vec<Codec> = set
+                    .iter()
+                    .filter(|c| !c.same_kind(Codec::PackedRans0) || *width <= 4)
+                    .copied()
+                    .collect();
+                let sibling = (sib.len() == n).then_some(&sib[..]);
+                if set.iter().any(|c| c.sibling().is_some()) && sibling.is_none() {
+                    continue;
+                }
+                let (c, p) = encode_cheapest(&set, words, *width, sibling);
+                assert!(set.contains(&c), "{c:?} not in {set:?}");
+                let mut out: Vec<u64> = Vec::new();
+                decode(c, &p, *width, n, sibling, &mut out).unwrap();
+                assert_eq!(&out, words, "{c:?} of {set:?}, width {width}, n {n}");
+                // Never dearer than a codec whose size is exact unencoded.
+                let chosen = cost(c, p.len(), n, *width);
+                for &e in &set {
+                    if matches!(
+                        e,
+                        Codec::Raw | Codec::BitPack | Codec::Huffman | Codec::Zstd
+                    ) {
+                        let other =
+                            cost(e, encode_with(e, words, *width, sibling).len(), n, *width);
+                        assert!(chosen <= other, "{c:?} {chosen} > {e:?} {other} ({set:?})");
+                    }
+                }
+            }
+        }
+        // Where order 0 clearly wins over raw, it is what is written.
+        let w = skewed(9, 200_000, 8);
+        let (c, _) = encode_cheapest(&[Codec::Raw, Codec::Rans0x32], &w, 8, None);
+        assert_eq!(c, Codec::Rans0x32);
     }
 
     #[test]

@@ -195,6 +195,23 @@ impl Counts {
         &self.rows[0]
     }
 
+    /// The order-0 counts of the same symbols: every context's row summed
+    /// (each symbol is counted once, under its context).
+    pub fn pooled(&self) -> Counts {
+        let mut row = [0u32; 256];
+        for r in &self.rows {
+            for (a, &b) in row.iter_mut().zip(r) {
+                *a += b;
+            }
+        }
+        Counts {
+            rows: vec![row],
+            ctxs: vec![0],
+            totals: vec![self.totals.iter().sum()],
+            contextual: false,
+        }
+    }
+
     /// Symbols counted.
     #[cfg(test)]
     pub fn total(&self) -> usize {
@@ -745,6 +762,21 @@ mod tests {
             .into_iter()
             .map(|w| w as u8)
             .collect()
+    }
+
+    #[test]
+    fn pooled_counts_are_the_order_0_counts() {
+        let s = bytes(3, 100_003, 40);
+        let sib = bytes(4, 100_003, 7);
+        let want = count(&s, &Context::None);
+        for ctx in [Context::Previous, Context::Sibling(&sib), Context::None] {
+            for c in [count(&s, &ctx), count_n::<WIDE>(&s, &ctx)] {
+                let p = c.pooled();
+                assert_eq!(p.order0(), want.order0());
+                assert_eq!(p.total(), s.len());
+                assert_eq!(estimate_counted(&p, 0), estimate_counted(&want, 0));
+            }
+        }
     }
 
     /// `s` through order 0, order 1 and conditioned on `sib`.

@@ -402,32 +402,26 @@ fn lit_fixed<'a, W: Word>(
         return auto();
     }
     // The frozen codec is the sample's winner; statistics drift between
-    // regions, so order-0 rANS and the cheap codecs are priced too.
-    let cost = |c: Codec, p: &[u8]| entropy::cost(c, p.len(), n, width);
-    let mut best = (codec, entropy::encode_with(codec, words, width, sibling));
-    // A sample's few words favour small tables; a whole region can pay for
-    // the packed coder's byte table (and it codes 8 / width times fewer symbols).
-    let alternatives = [(Codec::Rans0, max <= 255), (Codec::PackedRans0, width <= 4)];
-    for (c, fits) in alternatives {
-        if fits
-            && !c.same_kind(codec)
-            && let Some(b) = entropy::encode_if_cheaper(c, words, width, cost(best.0, &best.1))
-        {
-            best = b;
-        }
+    // regions, so order-0 rANS, packed rANS (a whole region can pay for its
+    // byte table, and it codes 8 / width times fewer symbols) and the
+    // cheaper of bit-packed and raw are priced too.
+    let mut codecs = vec![codec];
+    if max <= 255 && !codec.same_kind(Codec::Rans0) {
+        codecs.push(Codec::Rans0.fit(n));
     }
-    let best_cost = cost(best.0, &best.1);
+    if width <= 4 && !codec.same_kind(Codec::PackedRans0) {
+        codecs.push(Codec::PackedRans0.fit(entropy::symbols(Codec::PackedRans0, n, width)));
+    }
     let k = (64 - max.leading_zeros()) as usize;
-    let pack = 1 + (n * k).div_ceil(8);
-    let raw = n * (width as usize).div_ceil(8);
-    if best_cost > pack.min(raw) as f64 {
-        let c = if pack < raw {
-            Codec::BitPack
-        } else {
-            Codec::Raw
-        };
-        best = (c, entropy::encode_with(c, words, width, None));
+    let flat = if 1 + (n * k).div_ceil(8) < n * (width as usize).div_ceil(8) {
+        Codec::BitPack
+    } else {
+        Codec::Raw
+    };
+    if !codecs.contains(&flat) {
+        codecs.push(flat);
     }
+    let best = entropy::encode_cheapest(&codecs, words, width, sibling);
     Node::Lit {
         width,
         n: words.len() as u64,
