@@ -296,7 +296,10 @@ fn encode_segments<W: Write + Seek>(
         let mut body_pos = PREAMBLE_LEN;
         opts.progress
             .start(&format!("compress {}", file_label(name)), len);
-        let cfg = Instantiate { zstd_level };
+        let cfg = Instantiate {
+            zstd_level,
+            ..Instantiate::default()
+        };
         // Region geometry per segment: (words per region, words in all).
         let geometry: Vec<(u64, u64)> = descs
             .iter()

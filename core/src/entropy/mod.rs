@@ -543,6 +543,219 @@ enum Price {
     Counted(Option<rans::Counts>),
 }
 
+/// Candidate codecs of one stream, priced (see [`encode_cheapest`]), with
+/// what pricing made that encoding reuses.
+struct Priced<'a, W> {
+    words: &'a [W],
+    width: u8,
+    k: u32,
+    bytes: Option<Cow<'a, [u8]>>,
+    packed: Option<Vec<u8>>,
+    counts0: Option<rans::Counts>,
+    siblings: &'a [Sibling<'a, W>],
+    sib_bytes: Vec<(u8, Cow<'a, [u8]>)>,
+    zstd_level: i32,
+    /// Price as [`encode_best`] decides (see [`price_best`]).
+    as_best: bool,
+    min_ctx: usize,
+    /// `(price, codec, how)`, cheapest first (ties in the callers' order).
+    list: Vec<(f64, Codec, Price)>,
+}
+
+impl<'a, W: Word> Priced<'a, W> {
+    fn new(
+        codecs: &[Codec],
+        words: &'a [W],
+        width: u8,
+        siblings: &'a [Sibling<'a, W>],
+        zstd_level: i32,
+        as_best: bool,
+    ) -> Self {
+        let n = words.len();
+        let max = or_all(words);
+        let mut p = Priced {
+            words,
+            width,
+            k: bits_for(max),
+            bytes: (max < 256).then(|| to_bytes(words)),
+            packed: None,
+            counts0: None,
+            siblings,
+            sib_bytes: Vec::new(),
+            zstd_level,
+            as_best,
+            min_ctx: (n / 512).max(512),
+            list: Vec::with_capacity(codecs.len()),
+        };
+        for &c in codecs {
+            if let Some((bytes, how)) = p.price(c) {
+                let price = bytes + symbols(c, n, width) as f64 * SYMBOL_COST;
+                p.list.push((price, c, how));
+            }
+        }
+        p.list.sort_by(|a, b| a.0.total_cmp(&b.0));
+        p
+    }
+
+    fn syms(&self) -> &[u8] {
+        self.bytes
+            .as_deref()
+            .expect("rANS and Huffman take words < 256")
+    }
+
+    /// Make sibling `index`'s bytes (once).
+    fn make_sibling(&mut self, index: u8) {
+        if !self.sib_bytes.iter().any(|s| s.0 == index) {
+            let s = self.siblings.iter().find(|s| s.index == index);
+            let s = s.expect("conditional coder needs its sibling");
+            self.sib_bytes.push((index, to_bytes_lossy(s.words)));
+        }
+    }
+
+    /// Sibling `index`'s bytes (made by [`Priced::make_sibling`]).
+    fn sibling(&self, index: u8) -> &[u8] {
+        let s = self.sib_bytes.iter().find(|s| s.0 == index);
+        &s.expect("made when priced").1
+    }
+
+    fn cheapest(&self) -> f64 {
+        self.list.iter().map(|c| c.0).fold(f64::INFINITY, f64::min)
+    }
+
+    /// Bytes of `c` (estimated for rANS); `None` when a screen rules it out.
+    fn price(&mut self, c: Codec) -> Option<(f64, Price)> {
+        let (n, width) = (self.words.len(), self.width);
+        Some(match c {
+            Codec::Raw => ((n * bytes_per_word(width)) as f64, Price::Exact),
+            Codec::BitPack => ((1 + (n * self.k as usize).div_ceil(8)) as f64, Price::Exact),
+            Codec::Huffman => {
+                let c0 = self.order0();
+                (huffman::exact_size(c0.order0()) as f64, Price::Exact)
+            }
+            Codec::Zstd => {
+                let raw = raw_bytes(self.words, width);
+                let z = zstd::bulk::compress(&raw, self.zstd_level).unwrap_or_default();
+                (z.len() as f64, Price::Encoded(z))
+            }
+            Codec::Rans0 | Codec::Rans0x32 => {
+                if self.counts0.is_none() && screen(self.syms(), n, width, c) >= self.cheapest() {
+                    return None;
+                }
+                let est = self.estimate(c, None, 0);
+                (est, Price::Counted(None))
+            }
+            Codec::Rans1 | Codec::Rans1x32 => {
+                let counts = rans_count(c, self.syms(), &Context::Previous);
+                self.counts0.get_or_insert_with(|| counts.pooled());
+                (
+                    self.estimate(c, Some(&counts), self.min_ctx),
+                    Price::Counted(Some(counts)),
+                )
+            }
+            Codec::RansCond { sibling } | Codec::RansCondx32 { sibling } => {
+                self.make_sibling(sibling);
+                let counts = rans_count(c, self.syms(), &Context::Sibling(self.sibling(sibling)));
+                self.counts0.get_or_insert_with(|| counts.pooled());
+                (
+                    self.estimate(c, Some(&counts), self.min_ctx),
+                    Price::Counted(Some(counts)),
+                )
+            }
+            Codec::PackedRans0 | Codec::PackedRans0x32 => {
+                assert!(width <= 4, "packed rANS takes words of at most 4 bits");
+                let packed = pack_bits(self.words, width as u32);
+                if screen(&packed, n, width, c) >= self.cheapest() {
+                    return None;
+                }
+                let counts = rans_count(c, &packed, &Context::None);
+                self.packed = Some(packed);
+                (
+                    self.estimate(c, Some(&counts), 0),
+                    Price::Counted(Some(counts)),
+                )
+            }
+            Codec::Rans0V1 | Codec::Rans1V1 | Codec::RansCondV1 { .. } => {
+                panic!("{c:?} is decode-only")
+            }
+        })
+    }
+
+    /// Estimated bytes of `counts` (the order-0 counts if `None`) in `c`.
+    /// Writing, the estimate keeps its margin: a codec whose estimate wins
+    /// by a hair is not worth encoding. As [`encode_best`], which encodes
+    /// every rANS codec that may win and compares exact sizes, it has none,
+    /// and context coders must win by [`CONTEXT_MARGIN`].
+    fn estimate(&mut self, c: Codec, counts: Option<&rans::Counts>, min_ctx: usize) -> f64 {
+        let as_best = self.as_best;
+        let counts = match counts {
+            Some(c) => c,
+            None => self.order0(),
+        };
+        let states = 4.0 * (lanes(c) - rans::LANES) as f64;
+        if !as_best {
+            return rans::estimate_counted(counts, min_ctx) + states;
+        }
+        let est = rans::estimate_unbiased(counts, min_ctx) + states;
+        if counts.contextual() {
+            est / (1.0 - CONTEXT_MARGIN)
+        } else {
+            est
+        }
+    }
+
+    /// The order-0 counts, counted once.
+    fn order0(&mut self) -> &rans::Counts {
+        if self.counts0.is_none() {
+            self.counts0 = Some(rans::count(self.syms(), &Context::None));
+        }
+        self.counts0.as_ref().expect("just counted")
+    }
+
+    /// The cheapest by exact size among the cheapest by price and any other
+    /// priced below the exact cost of the best encoded before it.
+    fn encode(mut self) -> (Codec, Vec<u8>) {
+        let (n, width) = (self.words.len(), self.width);
+        let list = std::mem::take(&mut self.list);
+        let mut best: Option<(f64, Codec, Vec<u8>)> = None;
+        for (price, c, how) in list {
+            if best.as_ref().is_some_and(|b| price >= b.0) {
+                break;
+            }
+            let payload = match how {
+                Price::Encoded(p) => p,
+                Price::Exact => match c {
+                    Codec::Raw => raw_bytes(self.words, width),
+                    Codec::BitPack => bitpack(self.words, self.k),
+                    _ => huffman::encode(self.words),
+                },
+                Price::Counted(counts) => {
+                    let (ctx, m) = match c {
+                        Codec::Rans1 | Codec::Rans1x32 => (Context::Previous, self.min_ctx),
+                        Codec::RansCond { sibling } | Codec::RansCondx32 { sibling } => {
+                            (Context::Sibling(self.sibling(sibling)), self.min_ctx)
+                        }
+                        _ => (Context::None, 0),
+                    };
+                    let counts = counts.as_ref().or(self.counts0.as_ref()).expect("counted");
+                    let syms = match c {
+                        Codec::PackedRans0 | Codec::PackedRans0x32 => {
+                            self.packed.as_deref().expect("packed")
+                        }
+                        _ => self.syms(),
+                    };
+                    rans_encode(c, syms, ctx, counts, m)
+                }
+            };
+            let exact = cost(c, payload.len(), n, width);
+            if best.as_ref().is_none_or(|b| exact < b.0) {
+                best = Some((exact, c, payload));
+            }
+        }
+        let (_, c, p) = best.expect("encode_cheapest needs a codec");
+        (c, p)
+    }
+}
+
 /// Encode `words` with whichever of `codecs` (fitted to the stream, see
 /// [`Codec::fit`]) costs least (see [`cost`]), encoding as few as possible:
 /// rANS codecs are priced from their counts, raw, bit-packed and Huffman
@@ -553,124 +766,79 @@ enum Price {
 /// hair is not encoded.) Counts are shared: order 0 is the sum of a context
 /// coder's rows. A rANS codec that must count a long stream of its own is
 /// first screened on every 8th symbol, optimistically, against the
-/// cheapest price so far. `sibling` is the conditional coders' context.
-/// Words must fit the codecs (e.g. < 256 for rANS).
-pub fn encode_cheapest<W: Word>(
+/// cheapest price so far. `siblings` are the conditional coders' contexts,
+/// by index. Words must fit the codecs (e.g. < 256 for rANS).
+pub fn encode_cheapest<'a, W: Word>(
     codecs: &[Codec],
-    words: &[W],
+    words: &'a [W],
     width: u8,
-    sibling: Option<&[W]>,
+    siblings: &'a [Sibling<'a, W>],
 ) -> (Codec, Vec<u8>) {
-    let n = words.len();
-    let max = or_all(words);
-    let k = bits_for(max);
-    let bytes = (max < 256).then(|| to_bytes(words));
-    let syms = || bytes.as_deref().expect("rANS and Huffman take words < 256");
-    let mut packed: Option<Vec<u8>> = None;
-    let sib = sibling.map(to_bytes_lossy);
-    let min_ctx = (n / 512).max(512);
-    let mut counts0: Option<rans::Counts> = None;
-    let mut priced: Vec<(f64, Codec, Price)> = Vec::with_capacity(codecs.len());
-    let cheapest = |p: &[(f64, Codec, Price)]| p.iter().map(|c| c.0).fold(f64::INFINITY, f64::min);
-    for &c in codecs {
-        let (bytes_est, price) = match c {
-            Codec::Raw => ((n * bytes_per_word(width)) as f64, Price::Exact),
-            Codec::BitPack => ((1 + (n * k as usize).div_ceil(8)) as f64, Price::Exact),
-            Codec::Huffman => {
-                let c0 = counts0.get_or_insert_with(|| rans::count(syms(), &Context::None));
-                (huffman::exact_size(c0.order0()) as f64, Price::Exact)
-            }
-            Codec::Zstd => {
-                let z = zstd::bulk::compress(&raw_bytes(words, width), 19).unwrap_or_default();
-                (z.len() as f64, Price::Encoded(z))
-            }
-            Codec::Rans0 | Codec::Rans0x32 => {
-                if counts0.is_none() && screen(syms(), n, width, c) >= cheapest(&priced) {
-                    continue;
-                }
-                let c0 = counts0.get_or_insert_with(|| rans::count(syms(), &Context::None));
-                (rans_estimate(c, c0, 0), Price::Counted(None))
-            }
-            Codec::Rans1 | Codec::Rans1x32 => {
-                let counts = rans_count(c, syms(), &Context::Previous);
-                counts0.get_or_insert_with(|| counts.pooled());
-                (
-                    rans_estimate(c, &counts, min_ctx),
-                    Price::Counted(Some(counts)),
-                )
-            }
-            Codec::RansCond { .. } | Codec::RansCondx32 { .. } => {
-                let sib = sib.as_deref().expect("conditional coder needs its sibling");
-                let counts = rans_count(c, syms(), &Context::Sibling(sib));
-                counts0.get_or_insert_with(|| counts.pooled());
-                (
-                    rans_estimate(c, &counts, min_ctx),
-                    Price::Counted(Some(counts)),
-                )
-            }
-            Codec::PackedRans0 | Codec::PackedRans0x32 => {
-                assert!(width <= 4, "packed rANS takes words of at most 4 bits");
-                let p = packed.insert(pack_bits(words, width as u32));
-                if screen(p, n, width, c) >= cheapest(&priced) {
-                    continue;
-                }
-                let counts = rans_count(c, p, &Context::None);
-                (rans_estimate(c, &counts, 0), Price::Counted(Some(counts)))
-            }
-            Codec::Rans0V1 | Codec::Rans1V1 | Codec::RansCondV1 { .. } => {
-                panic!("{c:?} is decode-only")
-            }
-        };
-        priced.push((
-            bytes_est + symbols(c, n, width) as f64 * SYMBOL_COST,
-            c,
-            price,
-        ));
-    }
-    // Cheapest first; ties keep the callers' order.
-    priced.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut best: Option<(f64, Codec, Vec<u8>)> = None;
-    for (price, c, how) in priced {
-        if best.as_ref().is_some_and(|b| price >= b.0) {
-            break;
-        }
-        let payload = match how {
-            Price::Encoded(p) => p,
-            Price::Exact => match c {
-                Codec::Raw => raw_bytes(words, width),
-                Codec::BitPack => bitpack(words, k),
-                _ => huffman::encode(words),
-            },
-            Price::Counted(counts) => {
-                let counts = counts.as_ref().or(counts0.as_ref()).expect("counted");
-                let (s, ctx, m) = match c {
-                    Codec::Rans1 | Codec::Rans1x32 => (syms(), Context::Previous, min_ctx),
-                    Codec::RansCond { .. } | Codec::RansCondx32 { .. } => (
-                        syms(),
-                        Context::Sibling(sib.as_deref().expect("sibling")),
-                        min_ctx,
-                    ),
-                    Codec::PackedRans0 | Codec::PackedRans0x32 => {
-                        (packed.as_deref().expect("packed"), Context::None, 0)
-                    }
-                    _ => (syms(), Context::None, 0),
-                };
-                rans_encode(c, s, ctx, counts, m)
-            }
-        };
-        let exact = cost(c, payload.len(), n, width);
-        if best.as_ref().is_none_or(|b| exact < b.0) {
-            best = Some((exact, c, payload));
-        }
-    }
-    let (_, c, p) = best.expect("encode_cheapest needs a codec");
-    (c, p)
+    Priced::new(codecs, words, width, siblings, 19, false).encode()
 }
 
-/// Estimated bytes of `counts` in rANS with `codec`'s states.
-fn rans_estimate(codec: Codec, counts: &rans::Counts, min_ctx: usize) -> f64 {
-    rans::estimate_counted(counts, min_ctx) + 4.0 * (lanes(codec) - rans::LANES) as f64
+/// The codec [`encode_best`] would consider cheapest, and its price in
+/// bytes, from counts alone: nothing is encoded but zstd. For the search
+/// on samples of large tensors, where what is written is coded again.
+pub fn price_best<'a, W: Word>(
+    words: &'a [W],
+    width: u8,
+    siblings: &'a [Sibling<'a, W>],
+    opts: &LitOptions,
+) -> (Codec, usize) {
+    let codecs = best_candidates(words, width, siblings, opts);
+    let p = Priced::new(
+        &codecs,
+        words,
+        width,
+        siblings,
+        opts.zstd_level.unwrap_or(19),
+        true,
+    );
+    let (price, c, _) = p.list.first().expect("a flat codec is always a candidate");
+    let bytes = price - symbols(*c, words.len(), width) as f64 * SYMBOL_COST;
+    (*c, bytes.ceil() as usize)
 }
+
+/// The codecs [`encode_best`] weighs for these words.
+fn best_candidates<W: Word>(
+    words: &[W],
+    width: u8,
+    siblings: &[Sibling<'_, W>],
+    opts: &LitOptions,
+) -> Vec<Codec> {
+    let n = words.len();
+    let max = or_all(words);
+    let flat = if 1 + (n * bits_for(max) as usize).div_ceil(8) < n * bytes_per_word(width) {
+        Codec::BitPack
+    } else {
+        Codec::Raw
+    };
+    let mut v = vec![flat];
+    if max < 256 && n >= 16 {
+        v.extend([Codec::Huffman, Codec::Rans0.fit(n)]);
+        if width <= 4 && n >= 64 {
+            v.push(Codec::PackedRans0.fit(symbols(Codec::PackedRans0, n, width)));
+        }
+        if opts.context && n >= 8192 {
+            v.push(Codec::Rans1.fit(n));
+            for s in siblings {
+                if s.width <= 8 && s.words.len() == n {
+                    v.push(Codec::RansCond { sibling: s.index }.fit(n));
+                }
+            }
+        }
+    }
+    if opts.zstd_level.is_some() && n >= 64 {
+        v.push(Codec::Zstd);
+    }
+    v
+}
+
+/// A context coder must be estimated this much cheaper (as a fraction)
+/// than the best without contexts to be chosen (as [`encode_best`] does):
+/// its tables are estimated less well, and on a sample.
+const CONTEXT_MARGIN: f64 = 0.005;
 
 /// An optimistic price of `syms` in order-0 rANS, from every 8th symbol
 /// (table cost unscaled, no coder overhead); 0 for short streams, which are
@@ -1286,7 +1454,15 @@ mod tests {
                 if set.iter().any(|c| c.sibling().is_some()) && sibling.is_none() {
                     continue;
                 }
-                let (c, p) = encode_cheapest(&set, words, *width, sibling);
+                let sibs: Vec<Sibling<'_>> = sibling
+                    .map(|words| Sibling {
+                        index: 0,
+                        words,
+                        width: 4,
+                    })
+                    .into_iter()
+                    .collect();
+                let (c, p) = encode_cheapest(&set, words, *width, &sibs);
                 assert!(set.contains(&c), "{c:?} not in {set:?}");
                 let mut out: Vec<u64> = Vec::new();
                 decode(c, &p, *width, n, sibling, &mut out).unwrap();
@@ -1307,8 +1483,50 @@ mod tests {
         }
         // Where order 0 clearly wins over raw, it is what is written.
         let w = skewed(9, 200_000, 8);
-        let (c, _) = encode_cheapest(&[Codec::Raw, Codec::Rans0x32], &w, 8, None);
+        let (c, _) = encode_cheapest(&[Codec::Raw, Codec::Rans0x32], &w, 8, &[]);
         assert_eq!(c, Codec::Rans0x32);
+    }
+
+    #[test]
+    fn price_best_agrees_with_encode_best_and_is_close_to_its_size() {
+        // The search prices samples of large tensors with price_best, and
+        // codes small ones with encode_best: the two must mostly agree.
+        let sib: Vec<u64> = skewed(5, 60_000, 16);
+        let given: Vec<u64> = sib.iter().map(|&s| (s * 3 + s / 5) % 16).collect();
+        let cases: Vec<(Vec<u64>, u8)> = vec![
+            (skewed(1, 60_000, 64), 6),
+            (skewed(2, 60_000, 2), 1),
+            (given, 4),
+            (
+                (0..60_000u64)
+                    .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 57)
+                    .collect(),
+                7,
+            ),
+            ((0..60_000u64).map(|i| (i * i / 97) % 7).collect(), 3),
+        ];
+        let sibs = [Sibling {
+            index: 0,
+            words: &sib[..],
+            width: 4,
+        }];
+        for (words, width) in &cases {
+            let opts = LitOptions::default();
+            let (pc, price) = price_best(words, *width, &sibs, &opts);
+            let (ec, payload) = encode_best(words, *width, &sibs, &opts);
+            let exact = payload.len();
+            // Within 1% (or 64 bytes) of the exact size of its own codec,
+            // and no more than 1% above what encode_best wrote.
+            let own = encode_with(pc, words, *width, pc.sibling().map(|_| &sib[..])).len();
+            assert!(
+                price.abs_diff(own) <= (own / 100).max(64),
+                "{pc:?}: {price} vs {own}"
+            );
+            assert!(
+                price <= exact + exact / 100 + 64,
+                "{pc:?} {price} vs {ec:?} {exact}"
+            );
+        }
     }
 
     #[test]

@@ -212,6 +212,11 @@ impl Counts {
         }
     }
 
+    /// Whether contexts choose tables.
+    pub fn contextual(&self) -> bool {
+        self.contextual
+    }
+
     /// Symbols counted.
     #[cfg(test)]
     pub fn total(&self) -> usize {
@@ -731,6 +736,19 @@ fn steps<W: Word, const N: usize>(
 /// Estimated size in bytes of [`encode`], from the counts (entropy plus
 /// table cost), without encoding.
 pub(crate) fn estimate_counted(c: &Counts, min_ctx_count: usize) -> f64 {
+    let (bits, table_bytes) = estimate_parts(c, min_ctx_count);
+    bits / 8.0 * 1.003 + table_bytes + 24.0
+}
+
+/// [`estimate_counted`] without its margin: measured on real fields, the
+/// coded size is within 0.1% of it (the margin makes it 0.3% high).
+pub(crate) fn estimate_unbiased(c: &Counts, min_ctx_count: usize) -> f64 {
+    let (bits, table_bytes) = estimate_parts(c, min_ctx_count);
+    bits / 8.0 + table_bytes + 24.0
+}
+
+/// (entropy bits, estimated table bytes) of the counts.
+fn estimate_parts(c: &Counts, min_ctx_count: usize) -> (f64, f64) {
     let mut pooled = [0u32; 256];
     let mut bits = 0.0;
     let mut table_bytes = 0.0;
@@ -749,7 +767,7 @@ pub(crate) fn estimate_counted(c: &Counts, min_ctx_count: usize) -> f64 {
     }
     bits += super::entropy_bits(&pooled);
     table_bytes += super::table::estimate_table_bytes(&pooled);
-    bits / 8.0 * 1.003 + table_bytes + 24.0
+    (bits, table_bytes)
 }
 
 #[cfg(test)]

@@ -322,7 +322,12 @@ fn generic_may_win(t: &Target<'_>, incumbent: usize) -> bool {
 /// Find a program shape for the target: bounded A* over shapes, each
 /// complete one judged by its exact serialized size on the sample.
 pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
-    let cfg = Instantiate::default();
+    // A sample of a larger tensor is priced, not coded: only the shape
+    // (and its leaves' codecs) is kept, and regions are coded again.
+    let cfg = Instantiate {
+        priced: t.total_words > t.words.len() as u64,
+        ..Instantiate::default()
+    };
     let lit = Shape::Lit(None);
     let node = instantiate(&lit, t.words, t.width, &cfg);
     let mut best = (wire::serialized_size(&node), lit.freeze(&node), 0.0f64);
@@ -575,6 +580,35 @@ mod tests {
         let node = instantiate(&s.shape, &w, 16, &Instantiate::default());
         let back = crate::dsl::exec::execute(&node, &crate::dsl::exec::NoRefs).unwrap();
         assert_eq!(back, w);
+    }
+
+    #[test]
+    fn a_sample_of_a_larger_tensor_is_priced_to_the_same_program() {
+        let w = bf16_like(50_000);
+        let mut t = Target {
+            words: &w,
+            width: 16,
+            dtype: Dtype::BF16,
+            name: "layers.0.mlp.up_proj.weight",
+            rank: 2,
+            total_words: w.len() as u64,
+            row: 1,
+        };
+        let exact = synthesize(&t, &Prior::uniform(), 24);
+        // The same words as the sample of a tensor ten times larger: priced.
+        t.total_words *= 10;
+        let priced = synthesize(&t, &Prior::uniform(), 24);
+        assert_eq!(priced.shape, exact.shape);
+        let diff = priced.sample_bytes.abs_diff(exact.sample_bytes);
+        assert!(
+            diff * 100 <= exact.sample_bytes,
+            "{} vs {}",
+            priced.sample_bytes,
+            exact.sample_bytes
+        );
+        // What is written is coded again, exactly.
+        let node = instantiate(&priced.shape, &w, 16, &Instantiate::default());
+        assert_eq!(wire::serialized_size(&node), exact.sample_bytes);
     }
 
     #[test]

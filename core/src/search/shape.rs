@@ -99,11 +99,21 @@ impl Shape {
 pub struct Instantiate {
     /// zstd level of `Generic` leaves.
     pub zstd_level: i32,
+    /// Price literals chosen by the literal chooser instead of coding them
+    /// (see [`entropy::price_best`]): their payloads are zero bytes of the
+    /// estimated length, so the node is only good for
+    /// [`crate::dsl::wire::serialized_size`] and [`Shape::freeze`], never
+    /// for writing or executing. The search prices samples of tensors
+    /// larger than the sample this way; what is written is coded again.
+    pub priced: bool,
 }
 
 impl Default for Instantiate {
     fn default() -> Self {
-        Instantiate { zstd_level: 19 }
+        Instantiate {
+            zstd_level: 19,
+            priced: false,
+        }
     }
 }
 
@@ -128,7 +138,7 @@ pub fn instantiate_le_bytes(shape: &Shape, bytes: &[u8], width: u8) -> Option<No
         return None;
     }
     let parts = split.split_le_bytes(bytes)?;
-    Some(merge_of_bytes(split, kids, &parts))
+    Some(merge_of_bytes(split, kids, &parts, false))
 }
 
 /// Whether every child is a literal (or a hole, which becomes one).
@@ -138,7 +148,7 @@ fn byte_literals(kids: &[Shape]) -> bool {
 }
 
 /// A `Merge` of byte-field literals over its fields `parts`.
-fn merge_of_bytes(split: &Split, kids: &[Shape], parts: &[Vec<u8>]) -> Node {
+fn merge_of_bytes(split: &Split, kids: &[Shape], parts: &[Vec<u8>], priced: bool) -> Node {
     let fields = split.fields();
     let children = kids
         .iter()
@@ -148,7 +158,14 @@ fn merge_of_bytes(split: &Split, kids: &[Shape], parts: &[Vec<u8>]) -> Node {
                 Shape::Lit(c) => *c,
                 _ => None,
             };
-            byte_leaf(codec, &parts[i], fields[i], &parts[..i], &fields[..i])
+            byte_leaf(
+                codec,
+                &parts[i],
+                fields[i],
+                &parts[..i],
+                &fields[..i],
+                priced,
+            )
         })
         .collect();
     Node::Merge {
@@ -181,26 +198,26 @@ fn inst(shape: &Shape, words: &[u64], width: u8, sibs: &[Sibling<'_>], cfg: &Ins
         };
     }
     match shape {
-        Shape::Hole | Shape::Lit(None) => lit_auto(words, width, sibs, None),
-        Shape::Generic => lit_auto(words, width, sibs, Some(cfg.zstd_level)),
+        Shape::Hole | Shape::Lit(None) => lit_auto(words, width, sibs, None, cfg.priced),
+        Shape::Generic => lit_auto(words, width, sibs, Some(cfg.zstd_level), cfg.priced),
         Shape::Lit(Some(codec)) => lit_fixed(
             *codec,
             words,
             width,
             |i| sibs.iter().find(|s| s.index == i).map(|s| s.words),
-            || lit_auto(words, width, sibs, None),
+            || lit_auto(words, width, sibs, None, cfg.priced),
         ),
         Shape::Merge(split, kids) => {
             let fields = split.fields();
             if split.width() != width as u32 || kids.len() != fields.len() {
-                return lit_auto(words, width, sibs, None);
+                return lit_auto(words, width, sibs, None, cfg.priced);
             }
             // Literals of byte fields (every float split) take the fields
             // as bytes.
             if byte_literals(kids)
                 && let Some(parts) = split.split_bytes(words)
             {
-                return merge_of_bytes(split, kids, &parts);
+                return merge_of_bytes(split, kids, &parts, cfg.priced);
             }
             let parts = split.split(words);
             let mut children = Vec::with_capacity(kids.len());
@@ -302,16 +319,23 @@ fn divisors(n: usize) -> impl Iterator<Item = usize> {
     low.into_iter().chain(high.into_iter().rev())
 }
 
-fn lit_auto<W: Word>(words: &[W], width: u8, sibs: &[Sibling<'_, W>], zstd: Option<i32>) -> Node {
-    let (codec, payload) = entropy::encode_best(
-        words,
-        width,
-        sibs,
-        &LitOptions {
-            zstd_level: zstd,
-            context: true,
-        },
-    );
+fn lit_auto<W: Word>(
+    words: &[W],
+    width: u8,
+    sibs: &[Sibling<'_, W>],
+    zstd: Option<i32>,
+    priced: bool,
+) -> Node {
+    let opts = LitOptions {
+        zstd_level: zstd,
+        context: true,
+    };
+    let (codec, payload) = if priced {
+        let (codec, bytes) = entropy::price_best(words, width, sibs, &opts);
+        (codec, vec![0; bytes])
+    } else {
+        entropy::encode_best(words, width, sibs, &opts)
+    };
     Node::Lit {
         width,
         n: words.len() as u64,
@@ -330,6 +354,7 @@ fn byte_leaf(
     width: u8,
     earlier: &[Vec<u8>],
     widths: &[u8],
+    priced: bool,
 ) -> Node {
     if all_equal(words) {
         return Node::Const {
@@ -341,7 +366,7 @@ fn byte_leaf(
     if let Some(p) = period(words) {
         return Node::Repeat {
             k: (words.len() / p) as u64,
-            child: Box::new(byte_leaf(codec, &words[..p], width, &[], &[])),
+            child: Box::new(byte_leaf(codec, &words[..p], width, &[], &[], priced)),
         };
     }
     let auto = || {
@@ -354,7 +379,7 @@ fn byte_leaf(
                 width: widths[j],
             })
             .collect();
-        lit_auto(words, width, &sibs, None)
+        lit_auto(words, width, &sibs, None, priced)
     };
     match codec {
         Some(codec) => lit_fixed(
@@ -421,7 +446,16 @@ fn lit_fixed<'a, W: Word>(
     if !codecs.contains(&flat) {
         codecs.push(flat);
     }
-    let best = entropy::encode_cheapest(&codecs, words, width, sibling);
+    let sibs: Vec<Sibling<'_, W>> = sibling
+        .zip(codec.sibling())
+        .map(|(words, index)| Sibling {
+            index,
+            words,
+            width: 8,
+        })
+        .into_iter()
+        .collect();
+    let best = entropy::encode_cheapest(&codecs, words, width, &sibs);
     Node::Lit {
         width,
         n: words.len() as u64,
