@@ -840,8 +840,11 @@ fn best_candidates<W: Word>(
 /// its tables are estimated less well, and on a sample.
 const CONTEXT_MARGIN: f64 = 0.005;
 
-/// An optimistic price of `syms` in order-0 rANS, from every 8th symbol
-/// (table cost unscaled, no coder overhead); 0 for short streams, which are
+/// An optimistic price of `syms` in order-0 rANS, from every 8th symbol:
+/// the sample's entropy per symbol less three standard errors (the
+/// variance of a symbol's information over the sample's size), its table
+/// cost unscaled, no coder overhead. Uniform bytes (where raw is as good)
+/// have no variance and fail it at once. 0 for short streams, which are
 /// cheap to count whole.
 fn screen(syms: &[u8], n: usize, width: u8, codec: Codec) -> f64 {
     if syms.len() < 1 << 15 {
@@ -851,8 +854,18 @@ fn screen(syms: &[u8], n: usize, width: u8, codec: Codec) -> f64 {
     for &b in syms.iter().step_by(8) {
         sample[b as usize] += 1;
     }
-    let scale = syms.len() as f64 / syms.len().div_ceil(8) as f64;
-    entropy_bits(&sample) * scale / 8.0 * 0.99
+    let m = syms.len().div_ceil(8) as f64;
+    let (mut h, mut h2) = (0.0, 0.0);
+    for &c in &sample {
+        if c > 0 {
+            let p = c as f64 / m;
+            let info = -p.log2();
+            h += p * info;
+            h2 += p * info * info;
+        }
+    }
+    let se = ((h2 - h * h).max(0.0) / m).sqrt();
+    (h - 3.0 * se).max(0.0) * syms.len() as f64 / 8.0
         + table::estimate_table_bytes(&sample)
         + symbols(codec, n, width) as f64 * SYMBOL_COST
 }
