@@ -555,18 +555,23 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn search_finds_the_float_split_and_budget_zero_is_lit() {
-        let w = bf16_like(50_000);
-        let t = Target {
-            words: &w,
+    /// A whole bf16 MLP weight of these words.
+    fn up_proj(w: &[u64]) -> Target<'_> {
+        Target {
+            words: w,
             width: 16,
             dtype: Dtype::BF16,
             name: "layers.0.mlp.up_proj.weight",
             rank: 2,
             total_words: w.len() as u64,
             row: 1,
-        };
+        }
+    }
+
+    #[test]
+    fn search_finds_the_float_split_and_budget_zero_is_lit() {
+        let w = bf16_like(50_000);
+        let t = up_proj(&w);
         let s0 = synthesize(&t, &Prior::uniform(), 0);
         assert!(matches!(s0.shape, Shape::Lit(_)));
         let s = synthesize(&t, &Prior::uniform(), 24);
@@ -585,15 +590,7 @@ mod tests {
     #[test]
     fn a_sample_of_a_larger_tensor_is_priced_to_the_same_program() {
         let w = bf16_like(50_000);
-        let mut t = Target {
-            words: &w,
-            width: 16,
-            dtype: Dtype::BF16,
-            name: "layers.0.mlp.up_proj.weight",
-            rank: 2,
-            total_words: w.len() as u64,
-            row: 1,
-        };
+        let mut t = up_proj(&w);
         let exact = synthesize(&t, &Prior::uniform(), 24);
         // The same words as the sample of a tensor ten times larger: priced.
         t.total_words *= 10;
