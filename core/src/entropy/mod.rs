@@ -800,6 +800,16 @@ pub fn price_best<'a, W: Word>(
     (*c, bytes.ceil() as usize)
 }
 
+/// The smaller of bit-packed and raw for `n` words of `width` bits whose
+/// largest (or OR of all) is `max`.
+pub fn flat_codec(n: usize, max: u64, width: u8) -> Codec {
+    if 1 + (n * bits_for(max) as usize).div_ceil(8) < n * bytes_per_word(width) {
+        Codec::BitPack
+    } else {
+        Codec::Raw
+    }
+}
+
 /// The codecs [`encode_best`] weighs for these words.
 fn best_candidates<W: Word>(
     words: &[W],
@@ -809,12 +819,7 @@ fn best_candidates<W: Word>(
 ) -> Vec<Codec> {
     let n = words.len();
     let max = or_all(words);
-    let flat = if 1 + (n * bits_for(max) as usize).div_ceil(8) < n * bytes_per_word(width) {
-        Codec::BitPack
-    } else {
-        Codec::Raw
-    };
-    let mut v = vec![flat];
+    let mut v = vec![flat_codec(n, max, width)];
     if max < 256 && n >= 16 {
         v.extend([Codec::Huffman, Codec::Rans0.fit(n)]);
         if width <= 4 && n >= 64 {

@@ -437,12 +437,7 @@ fn lit_fixed<'a, W: Word>(
     if width <= 4 && !codec.same_kind(Codec::PackedRans0) {
         codecs.push(Codec::PackedRans0.fit(entropy::symbols(Codec::PackedRans0, n, width)));
     }
-    let k = (64 - max.leading_zeros()) as usize;
-    let flat = if 1 + (n * k).div_ceil(8) < n * (width as usize).div_ceil(8) {
-        Codec::BitPack
-    } else {
-        Codec::Raw
-    };
+    let flat = entropy::flat_codec(n, max, width);
     if !codecs.contains(&flat) {
         codecs.push(flat);
     }
