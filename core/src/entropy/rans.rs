@@ -479,18 +479,50 @@ pub(crate) fn encode_with_simd<const N: usize>(
         Context::Previous => {
             // Decoder order: for j in 0..q, word j of segments 0..LANES; then
             // the left-over words of the last segment.
-            let mut tbl = vec![0u16; n];
-            for_each_previous::<N>(syms, |i, c| tbl[i] = map[c as usize]);
             let starts = segments::<N>(n).map(|(start, _)| start);
-            let put = |i: usize, st: u32, sink: &mut Sink| {
-                enc[tbl[i] as usize][syms[i] as usize].put(st, sink)
+            // Under order 1 a segment's first word has context 0.
+            let put = |i: usize, first: bool, st: u32, sink: &mut Sink| {
+                let c = if first { 0 } else { syms[i - 1] };
+                enc[map[c as usize] as usize][syms[i] as usize].put(st, sink)
             };
             for i in (starts[N - 1] + q..n).rev() {
-                x[N - 1] = put(i, x[N - 1], &mut sink);
+                x[N - 1] = put(i, i == starts[N - 1], x[N - 1], &mut sink);
             }
-            for j in (0..q).rev() {
-                for l in (0..N).rev() {
-                    x[l] = put(starts[l] + j, x[l], &mut sink);
+            // The whole rounds are a conditional stream in round order: word
+            // j of every segment, each under the word before it (0 at a
+            // segment's start), so the vector encoder codes them.
+            let vector =
+                N == super::rans_simd::LANES && q > 0 && super::rans_simd::can_encode(simd) && {
+                    let mut round_syms = vec![0u8; N * q];
+                    let mut round_ctx = vec![0u8; N * q];
+                    for (l, &start) in starts.iter().enumerate() {
+                        let seg = &syms[start..start + q];
+                        for (j, &s) in seg.iter().enumerate() {
+                            round_syms[N * j + l] = s;
+                        }
+                        for (j, &c) in seg[..q - 1].iter().enumerate() {
+                            round_ctx[N * (j + 1) + l] = c;
+                        }
+                    }
+                    let tables: [u32; 256] = std::array::from_fn(|c| map[c] as u32);
+                    let x = (&mut x[..]).try_into().expect("32 states");
+                    super::rans_simd::encode(
+                        simd,
+                        &enc,
+                        &tables,
+                        x,
+                        &round_syms,
+                        Some(&round_ctx),
+                        q,
+                        &mut sink.buf,
+                        &mut sink.p,
+                    )
+                };
+            if !vector {
+                for j in (0..q).rev() {
+                    for l in (0..N).rev() {
+                        x[l] = put(starts[l] + j, j == 0, x[l], &mut sink);
+                    }
                 }
             }
         }
@@ -865,7 +897,7 @@ mod tests {
         ] {
             let s = bytes(n as u64 * 7 + alphabet, n, alphabet);
             let sib: Vec<u8> = (0..n).map(|i| (i * 7 % 11) as u8).collect();
-            for ctx in [Context::None, Context::Sibling(&sib)] {
+            for ctx in [Context::None, Context::Previous, Context::Sibling(&sib)] {
                 let counts = count_n::<WIDE>(&s, &ctx);
                 for min_ctx in [1, 512] {
                     let v = encode_with_simd::<WIDE>(&s, ctx, &counts, min_ctx, Simd::Best);

@@ -97,14 +97,24 @@ pub(super) fn encode(
     p: &mut usize,
 ) -> bool {
     #[cfg(all(feature = "unsafe-fast", target_arch = "x86_64"))]
+    if can_encode(simd) {
+        x86::encode(enc, tables, x, syms, sib, rounds, buf, p);
+        return true;
+    }
+    false
+}
+
+/// Whether [`encode`] has a vector encoder for `simd` on this CPU.
+pub(super) fn can_encode(simd: Simd) -> bool {
+    #[cfg(all(feature = "unsafe-fast", target_arch = "x86_64"))]
     if simd == Simd::Best
         && std::arch::is_x86_feature_detected!("avx512f")
         && std::arch::is_x86_feature_detected!("avx512bw")
         && std::arch::is_x86_feature_detected!("avx512vl")
     {
-        x86::encode(enc, tables, x, syms, sib, rounds, buf, p);
         return true;
     }
+    let _ = simd;
     false
 }
 
