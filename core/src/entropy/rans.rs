@@ -116,6 +116,29 @@ impl EncSym {
             .wrapping_add(q.wrapping_mul(self.cmpl_freq as u32))
     }
 
+    /// The entry in 8 bytes for the vector encoder: `m` in the low half,
+    /// `start | cmpl_freq << 12 | shift << 24` in the high (start and
+    /// cmpl_freq are below 2^12, shift at most 12); x_max is
+    /// `(PROB_SCALE - cmpl_freq) << 20`, or all ones when cmpl_freq is 0.
+    #[cfg_attr(
+        not(all(feature = "unsafe-fast", target_arch = "x86_64")),
+        allow(dead_code)
+    )]
+    pub(super) fn packed(&self) -> u64 {
+        debug_assert!(self.start < 1 << 12 && self.cmpl_freq < 1 << 12 && self.shift <= 12);
+        // (Entries of absent symbols are all zero and never read.)
+        debug_assert!(
+            self.x_max == 0
+                || self.x_max
+                    == match PROB_SCALE - self.cmpl_freq as u32 {
+                        PROB_SCALE => u32::MAX,
+                        f => f << 20,
+                    }
+        );
+        let high = self.start as u32 | (self.cmpl_freq as u32) << 12 | self.shift << 24;
+        self.m as u64 | (high as u64) << 32
+    }
+
     /// `x / freq`, exact for every `x < 2^32`.
     #[inline(always)]
     fn quotient(&self, x: u32) -> u32 {
@@ -894,15 +917,25 @@ mod tests {
             (70_001, 3),
             (100_000, 4000),
             (131_072, 60),
+            (5000, 1),
+            (50_000, 64),
+            (50_000, 65),
         ] {
-            let s = bytes(n as u64 * 7 + alphabet, n, alphabet);
-            let sib: Vec<u8> = (0..n).map(|i| (i * 7 % 11) as u8).collect();
-            for ctx in [Context::None, Context::Previous, Context::Sibling(&sib)] {
-                let counts = count_n::<WIDE>(&s, &ctx);
-                for min_ctx in [1, 512] {
-                    let v = encode_with_simd::<WIDE>(&s, ctx, &counts, min_ctx, Simd::Best);
-                    let o = encode_with_simd::<WIDE>(&s, ctx, &counts, min_ctx, Simd::Off);
-                    assert!(v == o, "n={n} alphabet={alphabet}");
+            // Shifted, the narrow alphabets (order 0 from registers) start
+            // above 0 and cross a multiple of 32.
+            for offset in [0u8, 100] {
+                let s: Vec<u8> = bytes(n as u64 * 7 + alphabet, n, alphabet)
+                    .iter()
+                    .map(|b| b.wrapping_add(offset))
+                    .collect();
+                let sib: Vec<u8> = (0..n).map(|i| (i * 7 % 11) as u8).collect();
+                for ctx in [Context::None, Context::Previous, Context::Sibling(&sib)] {
+                    let counts = count_n::<WIDE>(&s, &ctx);
+                    for min_ctx in [1, 512] {
+                        let v = encode_with_simd::<WIDE>(&s, ctx, &counts, min_ctx, Simd::Best);
+                        let o = encode_with_simd::<WIDE>(&s, ctx, &counts, min_ctx, Simd::Off);
+                        assert!(v == o, "n={n} alphabet={alphabet} offset={offset}");
+                    }
                 }
             }
         }
