@@ -638,7 +638,9 @@ impl<'a, W: Word> Priced<'a, W> {
                 (z.len() as f64, Price::Encoded(z))
             }
             Codec::Rans0 | Codec::Rans0x32 => {
-                if self.counts0.is_none() && screen(self.syms(), n, width, c) >= self.cheapest() {
+                if self.counts0.is_none()
+                    && screen(self.syms(), n, width, c, !self.as_best) >= self.cheapest()
+                {
                     return None;
                 }
                 let est = self.estimate(c, None, 0);
@@ -664,7 +666,7 @@ impl<'a, W: Word> Priced<'a, W> {
             Codec::PackedRans0 | Codec::PackedRans0x32 => {
                 assert!(width <= 4, "packed rANS takes words of at most 4 bits");
                 let packed = pack_bits(self.words, width as u32);
-                if screen(&packed, n, width, c) >= self.cheapest() {
+                if screen(&packed, n, width, c, !self.as_best) >= self.cheapest() {
                     return None;
                 }
                 let counts = rans_count(c, &packed, &Context::None);
@@ -845,13 +847,15 @@ fn best_candidates<W: Word>(
 /// its tables are estimated less well, and on a sample.
 const CONTEXT_MARGIN: f64 = 0.005;
 
-/// An optimistic price of `syms` in order-0 rANS, from every 8th symbol:
-/// the sample's entropy per symbol less three standard errors (the
+/// An optimistic price of `syms` in order-0 rANS `codec`, from every 8th
+/// symbol: the sample's entropy per symbol less three standard errors (the
 /// variance of a symbol's information over the sample's size), its table
-/// cost unscaled, no coder overhead. Uniform bytes (where raw is as good)
-/// have no variance and fail it at once. 0 for short streams, which are
-/// cheap to count whole.
-fn screen(syms: &[u8], n: usize, width: u8, codec: Codec) -> f64 {
+/// cost unscaled, priced as [`Priced::estimate`] prices counts (with the
+/// writer's `margin` or not). Uniform bytes (where raw is as good) have no
+/// variance and fail it at once, and so do fields a hair from uniform
+/// that the writer's margin would reject once counted (bf16 mantissas). 0
+/// for short streams, which are cheap to count whole.
+fn screen(syms: &[u8], n: usize, width: u8, codec: Codec, margin: bool) -> f64 {
     if syms.len() < 1 << 15 {
         return 0.0;
     }
@@ -870,8 +874,9 @@ fn screen(syms: &[u8], n: usize, width: u8, codec: Codec) -> f64 {
         }
     }
     let se = ((h2 - h * h).max(0.0) / m).sqrt();
-    (h - 3.0 * se).max(0.0) * syms.len() as f64 / 8.0
-        + table::estimate_table_bytes(&sample)
+    let bits = (h - 3.0 * se).max(0.0) * syms.len() as f64;
+    rans::stream_bytes(bits, table::estimate_table_bytes(&sample), margin)
+        + 4.0 * (lanes(codec) - rans::LANES) as f64
         + symbols(codec, n, width) as f64 * SYMBOL_COST
 }
 
