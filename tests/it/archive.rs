@@ -112,6 +112,45 @@ fn sample_archive_exercises_regions_and_refs() {
     );
 }
 
+/// Duplicates are found by a hash of each tensor's edges, then compared
+/// byte for byte: a tensor that differs from an earlier one only between
+/// its edges is coded on its own, and a later copy of it still becomes a
+/// reference to it.
+#[test]
+fn duplicates_that_differ_only_inside_are_told_apart() {
+    use harness::{Rng, TensorSpec, build_safetensors};
+    let mut rng = Rng::new(11);
+    // 8192 f32s: edges are its first, middle and last 4 KiB.
+    let a: Vec<u8> = (0..8192)
+        .flat_map(|_| rng.normal(0.05).to_le_bytes())
+        .collect();
+    let mut b = a.clone();
+    b[5000] ^= 0x40;
+    let t = |name: &str, data: &Vec<u8>| TensorSpec {
+        name: name.into(),
+        dtype: "F32",
+        shape: vec![64, 128],
+        data: data.clone(),
+        gap_before: 0,
+    };
+    let file = build_safetensors(&[t("a", &a), t("b", &b), t("c", &b), t("d", &a)], &[], b"");
+    let opts = harness::sample_options();
+    let archive = compress(&file, &opts).unwrap();
+    assert!(decompress(&archive).unwrap() == file);
+    let arc = Archive::new(&archive[..]).unwrap();
+    let is_ref = |name: &str| {
+        let i = arc.find(name).expect("a tensor of the file");
+        match arc.program(i, 0).unwrap() {
+            Node::Ref { segment, .. } => Some(arc.segments()[segment as usize].desc.name.clone()),
+            _ => None,
+        }
+    };
+    assert_eq!(is_ref("a"), None);
+    assert_eq!(is_ref("b"), None, "b differs from a inside");
+    assert_eq!(is_ref("c").as_deref(), Some("b"));
+    assert_eq!(is_ref("d").as_deref(), Some("a"));
+}
+
 /// (2) Every prefix of a valid archive is an error, never a panic.
 #[test]
 fn every_truncation_is_an_error() {

@@ -73,8 +73,8 @@ pub(crate) fn read_sample(src: &dyn ReadAt, s: &SegmentDesc) -> std::io::Result<
     Ok(bytes_to_words(&buf, s.width()))
 }
 
-/// A region's program bytes, the checksum of its source bytes, their length.
-type CodedRegion = (Vec<u8>, u64, u64);
+/// A region's program bytes, the checksum of its source bytes, and them.
+type CodedRegion = (Vec<u8>, u64, Vec<u8>);
 
 /// How one segment is coded.
 enum Plan {
@@ -175,6 +175,32 @@ fn whole_may_win(whole: &[u8], archive: u64) -> bool {
 /// references (a reference costs a segment of its own).
 const MIN_REF_BYTES: u64 = 256;
 
+/// Distinct tensors of one duplicate key (dtype, length, edge hash) that
+/// later tensors of that key are compared with, byte for byte.
+const MAX_DUP_CANDIDATES: usize = 4;
+
+/// Bytes hashed at each edge (and the middle) of a tensor by [`edge_hash`].
+const EDGE_BYTES: u64 = 4096;
+
+/// A hash of a tensor's first, middle and last [`EDGE_BYTES`] (all of it if
+/// shorter): equal tensors have equal ones, and tensors that differ nearly
+/// always differ there.
+fn edge_hash(src: &dyn ReadAt, d: &SegmentDesc) -> std::io::Result<u128> {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; EDGE_BYTES as usize];
+    if d.len <= 3 * EDGE_BYTES {
+        let mut all = vec![0u8; d.len as usize];
+        src.read_exact_at(d.offset, &mut all)?;
+        h.update(&all);
+    } else {
+        for at in [0, (d.len - EDGE_BYTES) / 2, d.len - EDGE_BYTES] {
+            src.read_exact_at(d.offset + at, &mut buf)?;
+            h.update(&buf);
+        }
+    }
+    Ok(h.digest128())
+}
+
 /// Code the given segments of a source into `out`.
 fn encode_segments<W: Write + Seek>(
     src: &dyn ReadAt,
@@ -192,9 +218,11 @@ fn encode_segments<W: Write + Seek>(
 
     std::thread::scope(|scope| -> Result<CompressReport, EncodeError> {
         // The SHA-256 of the whole file is needed only for the preamble: with
-        // two threads or more it is computed beside everything else.
+        // two threads or more it is computed beside everything else, with
+        // one over the regions as they are written (they tile the file in
+        // order).
         let mut file_sha = if pool.current_num_threads() < 2 {
-            FileSha::Inline(Sha256::new())
+            FileSha::Inline(Sha256::new(), 0)
         } else {
             FileSha::Beside(scope.spawn(|| -> Result<[u8; 32], EncodeError> {
                 let mut sha = Sha256::new();
@@ -211,26 +239,15 @@ fn encode_segments<W: Write + Seek>(
             }))
         };
 
-        // Pass 1: a strong hash of each tensor (dedupe), and the SHA-256 here
-        // when it is not computed beside.
-        let mut seg_hash = vec![0u128; descs.len()];
-        {
-            let mut buf = vec![0u8; 4 << 20];
-            for (i, d) in descs.iter().enumerate() {
-                let mut h = xxhash_rust::xxh3::Xxh3::new();
-                let mut pos = d.offset;
-                let end = d.offset + d.len;
-                while pos < end {
-                    let k = ((end - pos) as usize).min(buf.len());
-                    src.read_exact_at(pos, &mut buf[..k])
-                        .map_err(|e| io(&label, e))?;
-                    if let FileSha::Inline(sha) = &mut file_sha {
-                        sha.update(&buf[..k]);
-                    }
-                    h.update(&buf[..k]);
-                    pos += k as u64;
-                }
-                seg_hash[i] = h.digest128();
+        // Pass 1: duplicate candidates, by dtype, length and a hash of the
+        // tensor's edges (first, middle and last 4 KiB). Only candidates
+        // are read whole (and compared byte for byte): the file is read once
+        // more in all, not twice.
+        let mut seg_key = vec![None; descs.len()];
+        for (i, d) in descs.iter().enumerate() {
+            if d.kind == SegmentKind::Tensor && d.len >= MIN_REF_BYTES {
+                let h = edge_hash(src, d).map_err(|e| io(&label, e))?;
+                seg_key[i] = Some((d.dtype.wire_id(), d.len, h));
             }
         }
 
@@ -241,25 +258,20 @@ fn encode_segments<W: Write + Seek>(
             .unwrap_or_else(|| std::sync::Arc::new(Prior::uniform()));
         // Tensors identical to an earlier one become references (even into a
         // group); the other small tensors are coded in groups.
-        let mut first: HashMap<(u8, u64, u128), usize> = HashMap::new();
+        // Each key keeps a few distinct tensors to compare later ones with.
+        let mut firsts: HashMap<(u8, u64, u128), Vec<usize>> = HashMap::new();
         let mut dup_of: Vec<Option<usize>> = vec![None; descs.len()];
-        for (i, d) in descs.iter().enumerate() {
-            if d.kind != SegmentKind::Tensor {
-                continue;
-            }
-            if d.len < MIN_REF_BYTES {
-                continue;
-            }
-            let key = (d.dtype.wire_id(), d.len, seg_hash[i]);
-            match first.get(&key) {
-                Some(&j) => {
-                    if same_bytes(src, &descs[j], d).map_err(|e| io(&label, e))? {
-                        dup_of[i] = Some(j);
-                    }
+        for (i, key) in seg_key.iter().enumerate() {
+            let Some(key) = key else { continue };
+            let seen = firsts.entry(*key).or_default();
+            for &j in seen.iter() {
+                if same_bytes(src, &descs[j], &descs[i]).map_err(|e| io(&label, e))? {
+                    dup_of[i] = Some(j);
+                    break;
                 }
-                None => {
-                    first.insert(key, i);
-                }
+            }
+            if dup_of[i].is_none() && seen.len() < MAX_DUP_CANDIDATES {
+                seen.push(i);
             }
         }
         let alone: Vec<bool> = dup_of.iter().map(Option::is_some).collect();
@@ -341,6 +353,7 @@ fn encode_segments<W: Write + Seek>(
             .flat_map(|(si, &(rw, total))| (0..total.div_ceil(rw)).map(move |r| (si, r)))
             .collect();
         let mut regions: Vec<Vec<Region>> = vec![Vec::new(); descs.len()];
+        let inline_sha = matches!(file_sha, FileSha::Inline(..));
         for batch in jobs.chunks(pool.current_num_threads() * 4) {
             let coded: Vec<Result<CodedRegion, EncodeError>> = pool.install(|| {
                 batch
@@ -363,12 +376,28 @@ fn encode_segments<W: Write + Seek>(
                             },
                             Plan::Shape(shape) => code_region(shape, &bytes, d.width(), &cfg),
                         };
-                        Ok((wire::write(&node), xxh3(&bytes), bytes.len() as u64))
+                        let checksum = xxh3(&bytes);
+                        // The source bytes go back only to be hashed in order.
+                        let bytes = if inline_sha { bytes } else { Vec::new() };
+                        Ok((wire::write(&node), checksum, bytes))
                     })
                     .collect()
             });
-            for (&(si, _), c) in batch.iter().zip(coded) {
-                let (body, checksum, raw_len) = c?;
+            for (&(si, r), c) in batch.iter().zip(coded) {
+                let (body, checksum, bytes) = c?;
+                let d = &descs[si];
+                let wb = d.dtype.word_bytes() as u64;
+                let (rw, total) = geometry[si];
+                let raw_len = rw.min(total - r * rw) * wb;
+                if let FileSha::Inline(sha, at) = &mut file_sha {
+                    assert_eq!(
+                        d.offset + r * rw * wb,
+                        *at,
+                        "regions tile the file in order"
+                    );
+                    sha.update(&bytes);
+                    *at += raw_len;
+                }
                 out.write_all(&body).map_err(|e| io("<output>", e))?;
                 regions[si].push(Region {
                     body_offset: body_pos,
@@ -391,7 +420,10 @@ fn encode_segments<W: Write + Seek>(
             .collect();
         opts.progress.finish();
         let sha256: [u8; 32] = match file_sha {
-            FileSha::Inline(sha) => sha.finalize().into(),
+            FileSha::Inline(sha, at) => {
+                assert_eq!(at, len, "regions tile the file");
+                sha.finalize().into()
+            }
             FileSha::Beside(h) => h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?,
         };
         let table = super::pack_table(&write_table(&segments));
@@ -421,7 +453,8 @@ fn encode_segments<W: Write + Seek>(
 
 /// The source's SHA-256: hashed in pass 1, or on a thread of its own.
 enum FileSha<'scope> {
-    Inline(Sha256),
+    /// Over the regions in order, and the file offset reached.
+    Inline(Sha256, u64),
     Beside(std::thread::ScopedJoinHandle<'scope, Result<[u8; 32], EncodeError>>),
 }
 
