@@ -26,34 +26,51 @@ fn code_lengths(counts: &[u32; 256]) -> [u8; 256] {
 fn huffman_lengths(c: &[u64]) -> [u8; 256] {
     let mut lens = [0u8; 256];
     let present: Vec<usize> = (0..256).filter(|&s| c[s] > 0).collect();
-    if present.len() == 1 {
-        lens[present[0]] = 1;
-        return lens;
+    match present.len() {
+        0 => return lens,
+        1 => {
+            lens[present[0]] = 1;
+            return lens;
+        }
+        _ => {}
     }
-    // nodes: (weight, id); parents for depth computation.
-    let mut heap = std::collections::BinaryHeap::new();
-    let mut parent: Vec<usize> = Vec::with_capacity(512);
-    for (i, &s) in present.iter().enumerate() {
-        heap.push(std::cmp::Reverse((c[s], i)));
-        parent.push(usize::MAX);
-    }
-    while heap.len() > 1 {
-        let std::cmp::Reverse((wa, a)) = heap.pop().expect("len > 1");
-        let std::cmp::Reverse((wb, b)) = heap.pop().expect("len > 1");
-        let id = parent.len();
-        parent.push(usize::MAX);
+    // Nodes are merged lightest first, ties to the lower id (leaves are
+    // ids 0..n in symbol order, merged nodes n.. as they are made). Merged
+    // nodes come in order of weight, so two sorted queues (leaves, merged)
+    // give the lightest node at one front or the other.
+    let n = present.len();
+    let mut leaves: Vec<(u64, usize)> = present
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| (c[s], i))
+        .collect();
+    leaves.sort_unstable();
+    let mut merged: Vec<(u64, usize)> = Vec::with_capacity(n - 1);
+    let mut parent = vec![usize::MAX; 2 * n - 1];
+    let (mut li, mut mi) = (0, 0);
+    for id in n..2 * n - 1 {
+        let mut take = || {
+            if mi >= merged.len() || (li < n && leaves[li] < merged[mi]) {
+                li += 1;
+                leaves[li - 1]
+            } else {
+                mi += 1;
+                merged[mi - 1]
+            }
+        };
+        let (wa, a) = take();
+        let (wb, b) = take();
         parent[a] = id;
         parent[b] = id;
-        heap.push(std::cmp::Reverse((wa + wb, id)));
+        merged.push((wa + wb, id));
+    }
+    // A parent's id is above its children's: depths from the root down.
+    let mut depth = vec![0u32; 2 * n - 1];
+    for x in (0..2 * n - 2).rev() {
+        depth[x] = depth[parent[x]] + 1;
     }
     for (i, &s) in present.iter().enumerate() {
-        let mut d = 0u32;
-        let mut x = i;
-        while parent[x] != usize::MAX {
-            x = parent[x];
-            d += 1;
-        }
-        lens[s] = d.min(255) as u8;
+        lens[s] = depth[i].min(255) as u8;
     }
     lens
 }
