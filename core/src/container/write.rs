@@ -76,6 +76,10 @@ pub(crate) fn read_sample(src: &dyn ReadAt, s: &SegmentDesc) -> std::io::Result<
 /// A region's program bytes, the checksum of its source bytes, and them.
 type CodedRegion = (Vec<u8>, u64, Vec<u8>);
 
+/// A segment's shape, candidates judged, and its program if the search
+/// coded the whole segment.
+type Searched = (Shape, u32, Option<Node>);
+
 /// How one segment is coded.
 enum Plan {
     /// Every region with this shape.
@@ -286,7 +290,7 @@ fn encode_segments<W: Write + Seek>(
             }
         }
         let search_start = std::time::Instant::now();
-        let searched: Vec<Result<Option<(Shape, u32)>, EncodeError>> = pool.install(|| {
+        let searched: Vec<Result<Option<Searched>, EncodeError>> = pool.install(|| {
             descs
                 .par_iter()
                 .zip(&plans)
@@ -295,7 +299,7 @@ fn encode_segments<W: Write + Seek>(
                         return Ok(None);
                     }
                     if d.kind == SegmentKind::Bytes {
-                        return Ok(Some((Shape::Generic, 0)));
+                        return Ok(Some((Shape::Generic, 0, None)));
                     }
                     let words = read_sample(src, d).map_err(|e| io(&label, e))?;
                     let t = Target {
@@ -308,17 +312,20 @@ fn encode_segments<W: Write + Seek>(
                         row: search::row_words(&d.shape),
                     };
                     let syn = search::synthesize(&t, &prior, opts.budget);
-                    Ok(Some((syn.shape, syn.judged)))
+                    Ok(Some((syn.shape, syn.judged, syn.node)))
                 })
                 .collect()
         });
         let mut judged = 0u64;
         let mut searched_tensors = 0u64;
-        for (p, s) in plans.iter_mut().zip(searched) {
-            if let Some((shape, j)) = s? {
+        // Programs the search coded whole (tensors no larger than its sample).
+        let mut coded: Vec<Option<Node>> = vec![None; descs.len()];
+        for ((p, s), c) in plans.iter_mut().zip(searched).zip(&mut coded) {
+            if let Some((shape, j, node)) = s? {
                 judged += j as u64;
                 searched_tensors += (j > 0) as u64;
                 *p = Some(Plan::Shape(shape));
+                *c = node;
             }
         }
         let search_seconds = search_start.elapsed().as_secs_f64();
@@ -374,6 +381,10 @@ fn encode_segments<W: Write + Seek>(
                                 segment: *j,
                                 offset: at + start,
                             },
+                            // A tensor in one region the search coded whole.
+                            Plan::Shape(_) if rw >= total && coded[si].is_some() => {
+                                coded[si].clone().expect("checked")
+                            }
                             Plan::Shape(shape) => code_region(shape, &bytes, d.width(), &cfg),
                         };
                         let checksum = xxh3(&bytes);
