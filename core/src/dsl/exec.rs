@@ -111,9 +111,7 @@ fn fast_bytes(node: &Node, width: u8) -> Option<Result<Vec<u8>, DecodeError>> {
                     })
                     .collect();
                 let bpw = width as usize / 8;
-                if bpw == 2
-                    && let Some(out) = merge_u16(&streams, &shifts)
-                {
+                if let Some(out) = merge_words(&streams, &shifts, bpw) {
                     return Ok(out);
                 }
                 let mut out = vec![0u8; n * bpw];
@@ -157,34 +155,45 @@ fn fast_bytes(node: &Node, width: u8) -> Option<Result<Vec<u8>, DecodeError>> {
     }
 }
 
-/// 16-bit words from two to four byte streams, each shifted into place, in
-/// one pass (the float splits of f16 and bf16); `None` for other counts.
-fn merge_u16(streams: &[Vec<u8>], shifts: &[u32]) -> Option<Vec<u8>> {
-    fn merge<const K: usize>(s: [&[u8]; K], sh: [u32; K]) -> Vec<u8> {
+/// 16- or 32-bit words (`bpw` bytes) from two to five byte streams, each
+/// shifted into place, in one pass (the float splits of f16, bf16 and
+/// f32); `None` for other counts.
+fn merge_words(streams: &[Vec<u8>], shifts: &[u32], bpw: usize) -> Option<Vec<u8>> {
+    fn merge<const K: usize, const B: usize>(s: [&[u8]; K], sh: [u32; K]) -> Vec<u8> {
         let n = s[0].len();
-        let mut out = vec![0u8; 2 * n];
-        for (i, o) in out.chunks_exact_mut(2).enumerate() {
-            let mut w = 0u16;
+        let mut out = vec![0u8; B * n];
+        for (i, o) in out.chunks_exact_mut(B).enumerate() {
+            let mut w = 0u32;
             for k in 0..K {
-                w |= (s[k][i] as u16) << sh[k];
+                w |= (s[k][i] as u32) << sh[k];
             }
-            o.copy_from_slice(&w.to_le_bytes());
+            o.copy_from_slice(&w.to_le_bytes()[..B]);
         }
         out
     }
+    fn by_width<const K: usize>(s: [&[u8]; K], sh: [u32; K], bpw: usize) -> Option<Vec<u8>> {
+        match bpw {
+            2 => Some(merge::<K, 2>(s, sh)),
+            4 => Some(merge::<K, 4>(s, sh)),
+            _ => None,
+        }
+    }
     let s: Vec<&[u8]> = streams.iter().map(Vec::as_slice).collect();
-    if s.iter().any(|x| x.len() != s[0].len()) || shifts.iter().any(|&x| x >= 16) {
+    if s.iter().any(|x| x.len() != s[0].len()) || shifts.iter().any(|&x| x >= 32) {
         return None;
     }
-    Some(match s.len() {
-        2 => merge::<2>([s[0], s[1]], [shifts[0], shifts[1]]),
-        3 => merge::<3>([s[0], s[1], s[2]], [shifts[0], shifts[1], shifts[2]]),
-        4 => merge::<4>(
-            [s[0], s[1], s[2], s[3]],
-            [shifts[0], shifts[1], shifts[2], shifts[3]],
+    let sh = shifts;
+    match s.len() {
+        2 => by_width([s[0], s[1]], [sh[0], sh[1]], bpw),
+        3 => by_width([s[0], s[1], s[2]], [sh[0], sh[1], sh[2]], bpw),
+        4 => by_width([s[0], s[1], s[2], s[3]], [sh[0], sh[1], sh[2], sh[3]], bpw),
+        5 => by_width(
+            [s[0], s[1], s[2], s[3], s[4]],
+            [sh[0], sh[1], sh[2], sh[3], sh[4]],
+            bpw,
         ),
-        _ => return None,
-    })
+        _ => None,
+    }
 }
 
 /// Deal `n` words back from the class streams (inverse of `dsl::deal`).
@@ -489,6 +498,8 @@ mod tests {
             (16, Split::Fields(vec![1, 5, 2, 8])),
             (16, Split::BytePlanes(16)),
             (32, Split::Fields(vec![1, 8, 7, 8, 8])),
+            (32, Split::Float(Dtype::F32)),
+            (32, Split::BytePlanes(32)),
         ] {
             let m = mask(w);
             let ws: Vec<u64> = words.iter().map(|x| x & m).collect();
