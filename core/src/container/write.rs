@@ -345,7 +345,10 @@ fn encode_segments<W: Write + Seek>(
             .iter()
             .zip(&plans)
             .map(|(d, plan)| {
-                let generic = matches!(plan, Some(Plan::Shape(Shape::Generic)));
+                let generic = matches!(
+                    plan,
+                    Some(Plan::Shape(Shape::Generic | Shape::GenericPlanes))
+                );
                 (
                     segment_region_words(d, region_words, generic),
                     d.len / d.dtype.word_bytes() as u64,

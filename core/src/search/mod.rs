@@ -218,7 +218,7 @@ fn productions(
 fn label(s: &Shape) -> &'static str {
     match s {
         Shape::Hole | Shape::Lit(_) => "lit",
-        Shape::Generic => "generic",
+        Shape::Generic | Shape::GenericPlanes => "generic",
         Shape::Merge(Split::BytePlanes(_), _) => "bytes",
         Shape::Merge(..) => "float",
         Shape::Scan(ScanOp::Diff, _) => "scan_diff",
@@ -324,6 +324,32 @@ fn generic_may_win(t: &Target<'_>, incumbent: usize) -> bool {
     zstd::bulk::compress(&raw, 3).map_or(true, |z| z.len() * 95 < incumbent * 100)
 }
 
+/// Bytes [`Shape::GenericPlanes`] must save on the target to be chosen:
+/// 1/128 of its bytes (its encoding costs about 10 ns a byte more than the
+/// field coders', some 0.07 bit a byte at SYMBOL_COST's rate).
+fn planes_penalty(t: &Target<'_>) -> usize {
+    t.words.len() * (t.width as usize / 8) / 128
+}
+
+/// Whether zstd on the target's byte planes could beat `incumbent` bytes:
+/// zstd -1 of the planes must beat it before [`shape::PLANES_ZSTD_LEVEL`]
+/// is paid for (on planes that pay, level 9 saves another 2-3%). Words of
+/// 16 bits or more.
+fn planes_may_win(t: &Target<'_>, incumbent: usize) -> bool {
+    if t.width < 16 || !t.width.is_multiple_of(8) {
+        return false;
+    }
+    let planes = Split::BytePlanes(t.width).split(t.words);
+    let quick: usize = planes
+        .iter()
+        .map(|p| {
+            let bytes: Vec<u8> = p.iter().map(|&b| b as u8).collect();
+            zstd::bulk::compress(&bytes, 1).map_or(usize::MAX / 8, |z| z.len())
+        })
+        .sum();
+    quick < incumbent
+}
+
 /// Find a program shape for the target: bounded A* over shapes, each
 /// complete one judged by its exact serialized size on the sample.
 pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
@@ -404,6 +430,18 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
             let size = wire::serialized_size(&node);
             if size < best.0 {
                 best = (size, Shape::Generic, 0.0);
+                best_node = node;
+            }
+        }
+        // zstd on the planes is slow to encode (tens of MB/s, where the
+        // field coders run at hundreds): it must save more than that costs,
+        // at the rate SYMBOL_COST prices decoding (0.01 bit per ~1.5 ns).
+        let penalty = planes_penalty(t);
+        if planes_may_win(t, best.0.saturating_sub(penalty)) {
+            let node = instantiate(&Shape::GenericPlanes, t.words, t.width, &cfg);
+            let size = wire::serialized_size(&node) + penalty;
+            if size < best.0 {
+                best = (size, Shape::GenericPlanes, 0.0);
                 best_node = node;
             }
         }
@@ -594,6 +632,44 @@ mod tests {
         let node = instantiate(&s.shape, &w, 16, &Instantiate::default());
         let back = crate::dsl::exec::execute(&node, &crate::dsl::exec::NoRefs).unwrap();
         assert_eq!(back, w);
+    }
+
+    /// A sinusoidal position table in f16 (Whisper's, smaller): zstd on
+    /// its byte planes beats both the field split and zstd on whole words,
+    /// and the search finds it (and the program rebuilds the table).
+    #[test]
+    fn position_table_goes_to_zstd_on_byte_planes() {
+        let (rows, cols) = (600usize, 128usize);
+        let w: Vec<u64> = (0..rows * cols)
+            .map(|k| {
+                let (p, i) = ((k / cols) as f64, k % cols);
+                let f = (-((i % (cols / 2)) as f64) * (10000f64).ln() / (cols / 2) as f64).exp();
+                let v = if i < cols / 2 {
+                    (p * f).sin()
+                } else {
+                    (p * f).cos()
+                };
+                half::f16::from_f64(v).to_bits() as u64
+            })
+            .collect();
+        let t = Target {
+            words: &w,
+            width: 16,
+            dtype: Dtype::F16,
+            name: "encoder.position_encodings",
+            rank: 2,
+            total_words: w.len() as u64,
+            row: cols as u64,
+        };
+        let s = synthesize(&t, &Prior::uniform(), 24);
+        assert_eq!(s.shape, Shape::GenericPlanes, "{}", s.shape.text());
+        let node = s.node.expect("coded whole");
+        assert_eq!(
+            crate::dsl::exec::execute(&node, &crate::dsl::exec::NoRefs).unwrap(),
+            w
+        );
+        let whole = instantiate(&Shape::Generic, &w, 16, &Instantiate::default());
+        assert!(wire::serialized_size(&node) < wire::serialized_size(&whole));
     }
 
     #[test]
