@@ -516,17 +516,16 @@ pub(crate) fn encode_with_simd<const N: usize>(
             // segment's start), so the vector encoder codes them.
             let vector =
                 N == super::rans_simd::LANES && q > 0 && super::rans_simd::can_encode(simd) && {
-                    let mut round_syms = vec![0u8; N * q];
-                    let mut round_ctx = vec![0u8; N * q];
+                    // Round j at N * (j + 1), after a round of zeros: the
+                    // contexts of round j are then round j - 1.
+                    let mut rounds = vec![0u8; N * (q + 1)];
                     for (l, &start) in starts.iter().enumerate() {
                         let seg = &syms[start..start + q];
                         for (j, &s) in seg.iter().enumerate() {
-                            round_syms[N * j + l] = s;
-                        }
-                        for (j, &c) in seg[..q - 1].iter().enumerate() {
-                            round_ctx[N * (j + 1) + l] = c;
+                            rounds[N * (j + 1) + l] = s;
                         }
                     }
+                    let (round_ctx, round_syms) = (&rounds[..N * q], &rounds[N..]);
                     let tables: [u32; 256] = std::array::from_fn(|c| map[c] as u32);
                     let x = (&mut x[..]).try_into().expect("32 states");
                     super::rans_simd::encode(
@@ -534,8 +533,8 @@ pub(crate) fn encode_with_simd<const N: usize>(
                         &enc,
                         &tables,
                         x,
-                        &round_syms,
-                        Some(&round_ctx),
+                        round_syms,
+                        Some(round_ctx),
                         q,
                         &mut sink.buf,
                         &mut sink.p,
