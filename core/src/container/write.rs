@@ -245,8 +245,10 @@ fn encode_segments<W: Write + Seek>(
 
         // Pass 1: duplicate candidates, by dtype, length and a hash of the
         // tensor's edges (first, middle and last 4 KiB). Only candidates
-        // are read whole (and compared byte for byte): the file is read once
-        // more in all, not twice.
+        // are read whole, to be compared byte for byte with up to
+        // MAX_DUP_CANDIDATES distinct tensors of their key: in a checkpoint
+        // without duplicates the file is read once, not twice. (Copies of a
+        // fifth distinct tensor sharing one key are coded on their own.)
         let mut seg_key = vec![None; descs.len()];
         for (i, d) in descs.iter().enumerate() {
             if d.kind == SegmentKind::Tensor && d.len >= MIN_REF_BYTES {
@@ -384,8 +386,13 @@ fn encode_segments<W: Write + Seek>(
                                 segment: *j,
                                 offset: at + start,
                             },
-                            // A tensor in one region the search coded whole.
-                            Plan::Shape(_) if rw >= total && coded[si].is_some() => {
+                            // A tensor in one region the search coded whole
+                            // (with the default zstd level, which is this one).
+                            Plan::Shape(_)
+                                if rw >= total
+                                    && zstd_level == Instantiate::default().zstd_level
+                                    && coded[si].is_some() =>
+                            {
                                 coded[si].clone().expect("checked")
                             }
                             Plan::Shape(shape) => code_region(shape, &bytes, d.width(), &cfg),

@@ -439,8 +439,8 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
         let penalty = planes_penalty(t);
         if planes_may_win(t, best.0.saturating_sub(penalty)) {
             let node = instantiate(&Shape::GenericPlanes, t.words, t.width, &cfg);
-            let size = wire::serialized_size(&node) + penalty;
-            if size < best.0 {
+            let size = wire::serialized_size(&node);
+            if size + penalty < best.0 {
                 best = (size, Shape::GenericPlanes, 0.0);
                 best_node = node;
             }
