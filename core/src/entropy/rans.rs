@@ -477,18 +477,7 @@ pub(crate) fn encode_with_simd<const N: usize>(
                     Some(_) => map[c] as u32,
                     None => 0,
                 });
-                let x = (&mut x[..]).try_into().expect("32 states");
-                super::rans_simd::encode(
-                    simd,
-                    &enc,
-                    &tables,
-                    x,
-                    syms,
-                    sib,
-                    q,
-                    &mut sink.buf,
-                    &mut sink.p,
-                )
+                sink.vector_rounds(simd, &enc, &tables, &mut x, syms, sib, q)
             };
             if !vector {
                 for j in (0..q).rev() {
@@ -532,18 +521,7 @@ pub(crate) fn encode_with_simd<const N: usize>(
                     }
                     let (round_ctx, round_syms) = (&rounds[..N * q], &rounds[N..]);
                     let tables: [u32; 256] = std::array::from_fn(|c| map[c] as u32);
-                    let x = (&mut x[..]).try_into().expect("32 states");
-                    super::rans_simd::encode(
-                        simd,
-                        &enc,
-                        &tables,
-                        x,
-                        round_syms,
-                        Some(round_ctx),
-                        q,
-                        &mut sink.buf,
-                        &mut sink.p,
-                    )
+                    sink.vector_rounds(simd, &enc, &tables, &mut x, round_syms, Some(round_ctx), q)
                 };
             if !vector {
                 for j in (0..q).rev() {
@@ -571,6 +549,38 @@ pub(crate) fn encode_with_simd<const N: usize>(
 struct Sink {
     buf: Vec<u16>,
     p: usize,
+}
+
+impl Sink {
+    /// Rounds `rounds - 1` down to 0 of `syms` (symbol `32 * j + l` on
+    /// state `l`, under `tables[sib[i]]`) through the vector encoder, if
+    /// there are 32 states and `simd` and the CPU allow it; whether it ran.
+    #[allow(clippy::too_many_arguments)]
+    fn vector_rounds(
+        &mut self,
+        simd: Simd,
+        enc: &[[EncSym; 256]],
+        tables: &[u32; 256],
+        x: &mut [u32],
+        syms: &[u8],
+        sib: Option<&[u8]>,
+        rounds: usize,
+    ) -> bool {
+        let Ok(x) = <&mut [u32; super::rans_simd::LANES]>::try_from(x) else {
+            return false;
+        };
+        super::rans_simd::encode(
+            simd,
+            enc,
+            tables,
+            x,
+            syms,
+            sib,
+            rounds,
+            &mut self.buf,
+            &mut self.p,
+        )
+    }
 }
 
 /// A payload's model and stream (both versions share this layout), checked
