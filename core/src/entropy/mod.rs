@@ -275,16 +275,51 @@ fn bytes_per_word(width: u8) -> usize {
 pub struct LitOptions {
     /// zstd level for the generic codec; `None` skips it.
     pub zstd_level: Option<i32>,
-    /// Try order-1 and conditional rANS.
-    pub context: bool,
+    /// Which context coders (order-1, conditional) are weighed.
+    pub contexts: Contexts,
 }
 
 impl Default for LitOptions {
     fn default() -> Self {
         LitOptions {
             zstd_level: None,
-            context: true,
+            contexts: Contexts::ALL,
         }
+    }
+}
+
+/// Which context coders the literal chooser weighs: each costs a count of
+/// the whole stream under its contexts, the chooser's largest cost. The
+/// search leaves out those its prior says never win in a hole's context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Contexts {
+    /// Order-1 rANS ([`Codec::Rans1`]).
+    pub previous: bool,
+    /// Conditional rANS on sibling `i` ([`Codec::RansCond`]) when bit `i`
+    /// is set (siblings from index 32 on are always weighed).
+    pub siblings: u32,
+}
+
+impl Contexts {
+    /// Every context coder.
+    pub const ALL: Contexts = Contexts {
+        previous: true,
+        siblings: u32::MAX,
+    };
+    /// None: order 0 only.
+    pub const NONE: Contexts = Contexts {
+        previous: false,
+        siblings: 0,
+    };
+
+    /// Whether conditioning on sibling `index` is weighed.
+    pub fn sibling(self, index: u8) -> bool {
+        index >= 32 || self.siblings & (1 << index) != 0
+    }
+
+    /// Whether any context coder is weighed.
+    pub fn any(self) -> bool {
+        self.previous || self.siblings != 0
     }
 }
 
@@ -396,13 +431,15 @@ pub fn encode_best<W: Word>(
             );
         }
         // Context coders need many words to pay for their tables.
-        if opts.context && n >= 8192 {
+        if opts.contexts.any() && n >= 8192 {
             let min_ctx = (n / 512).max(512);
-            let ctx = Context::Previous;
-            let counts = rans_count(Codec::Rans1.fit(n), &syms, &ctx);
-            try_rans(Codec::Rans1, &syms, ctx, &counts, min_ctx, 0.995, &mut best);
+            if opts.contexts.previous {
+                let ctx = Context::Previous;
+                let counts = rans_count(Codec::Rans1.fit(n), &syms, &ctx);
+                try_rans(Codec::Rans1, &syms, ctx, &counts, min_ctx, 0.995, &mut best);
+            }
             for s in siblings {
-                if s.width > 8 || s.words.len() != n {
+                if s.width > 8 || s.words.len() != n || !opts.contexts.sibling(s.index) {
                     continue;
                 }
                 let sib = to_bytes(s.words);
@@ -827,10 +864,12 @@ fn best_candidates<W: Word>(
         if width <= 4 && n >= 64 {
             v.push(Codec::PackedRans0.fit(symbols(Codec::PackedRans0, n, width)));
         }
-        if opts.context && n >= 8192 {
-            v.push(Codec::Rans1.fit(n));
+        if n >= 8192 {
+            if opts.contexts.previous {
+                v.push(Codec::Rans1.fit(n));
+            }
             for s in siblings {
-                if s.width <= 8 && s.words.len() == n {
+                if s.width <= 8 && s.words.len() == n && opts.contexts.sibling(s.index) {
                     v.push(Codec::RansCond { sibling: s.index }.fit(n));
                 }
             }
@@ -1690,7 +1729,7 @@ mod tests {
         fn prop_round_trip_any_width(width in 1u8..=64, seed: u64, n in 0usize..3000) {
             let mask = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
             let words: Vec<u64> = skewed(seed, n, u64::MAX).into_iter().map(|w| w.wrapping_mul(seed | 1) & mask).collect();
-            let (c, p) = encode_best(&words, width, &[], &LitOptions { zstd_level: Some(1), context: true });
+            let (c, p) = encode_best(&words, width, &[], &LitOptions { zstd_level: Some(1), contexts: Contexts::ALL });
             let mut out: Vec<u64> = Vec::new();
             decode(c, &p, width, n, None, &mut out).unwrap();
             prop_assert_eq!(out, words);

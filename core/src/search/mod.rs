@@ -228,9 +228,15 @@ fn label(s: &Shape) -> &'static str {
     }
 }
 
-fn child_label(s: &Shape, i: usize) -> String {
+/// The label of child `i` of a `Merge` by `split` (a hole's parent).
+pub(crate) fn merge_label(split: &Split, i: usize) -> String {
+    format!("Merge[{split}].{i}")
+}
+
+/// The label of child `i` of `s`: the parent of a hole there.
+pub(crate) fn child_label(s: &Shape, i: usize) -> String {
     match s {
-        Shape::Merge(split, _) => format!("Merge[{split}].{i}"),
+        Shape::Merge(split, _) => merge_label(split, i),
         Shape::Interleave(name, _, _) => format!("Interleave[{name}].{i}"),
         Shape::Scan(ScanOp::Diff, _) => "Scan[diff]".into(),
         Shape::Scan(ScanOp::XorDelta, _) => "Scan[xor]".into(),
@@ -296,6 +302,45 @@ fn context(t: &Target<'_>, parent: String, width: u8) -> HoleContext {
     }
 }
 
+/// The prior's leaf model for one target: which context coders each of
+/// its literals weighs (see [`Prior::leaf_contexts`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Leaves<'a> {
+    prior: &'a Prior,
+    target: &'a Target<'a>,
+}
+
+impl Leaves<'_> {
+    /// The context coders a literal of `width` bits under `parent` weighs.
+    pub fn contexts(&self, parent: &str, width: u8) -> crate::entropy::Contexts {
+        self.prior
+            .leaf_contexts(&context(self.target, parent.to_owned(), width))
+    }
+}
+
+/// Every (context, codec) of the literal leaves of a frozen shape (see
+/// [`Shape::freeze`]), for learning the leaf model.
+pub fn leaves_of(t: &Target<'_>, s: &Shape) -> Vec<(HoleContext, crate::entropy::Codec)> {
+    fn walk(
+        t: &Target<'_>,
+        s: &Shape,
+        parent: String,
+        width: u8,
+        out: &mut Vec<(HoleContext, crate::entropy::Codec)>,
+    ) {
+        if let Shape::Lit(Some(c)) = s {
+            out.push((context(t, parent, width), *c));
+        }
+        let widths = child_widths(s, width);
+        for (i, c) in children(s).into_iter().enumerate() {
+            walk(t, c, child_label(s, i), widths[i], out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(t, s, "top".into(), t.width, &mut out);
+    out
+}
+
 /// Every (context, production) of a complete shape, for learning.
 pub fn productions_of(t: &Target<'_>, s: &Shape) -> Vec<(HoleContext, &'static str)> {
     fn walk(
@@ -357,6 +402,7 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
     // (and its leaves' codecs) is kept, and regions are coded again.
     let cfg = Instantiate {
         priced: t.total_words > t.words.len() as u64,
+        leaves: (!prior.is_uniform()).then_some(Leaves { prior, target: t }),
         ..Instantiate::default()
     };
     let lit = Shape::Lit(None);
@@ -542,31 +588,38 @@ impl Prior {
         }
         let uniform = Prior::uniform();
         let pool = crate::container::pool(opts.threads);
-        let found: Vec<Result<Vec<(HoleContext, &'static str)>, EncodeError>> =
-            pool.install(|| {
-                picked
-                    .par_iter()
-                    .map(|(fi, s)| {
-                        let words = crate::container::write::read_sample(&opened[*fi], s)
-                            .map_err(|e| EncodeError::io(files[*fi], e))?;
-                        let t = Target {
-                            words: &words,
-                            width: s.width(),
-                            dtype: s.dtype,
-                            name: &s.name,
-                            rank: s.shape.len(),
-                            total_words: s.len / s.dtype.word_bytes() as u64,
-                            row: row_words(&s.shape),
-                        };
-                        let syn = synthesize(&t, &uniform, opts.budget);
-                        Ok(productions_of(&t, &syn.shape))
-                    })
-                    .collect()
-            });
+        type Found = (
+            Vec<(HoleContext, &'static str)>,
+            Vec<(HoleContext, crate::entropy::Codec)>,
+        );
+        let found: Vec<Result<Found, EncodeError>> = pool.install(|| {
+            picked
+                .par_iter()
+                .map(|(fi, s)| {
+                    let words = crate::container::write::read_sample(&opened[*fi], s)
+                        .map_err(|e| EncodeError::io(files[*fi], e))?;
+                    let t = Target {
+                        words: &words,
+                        width: s.width(),
+                        dtype: s.dtype,
+                        name: &s.name,
+                        rank: s.shape.len(),
+                        total_words: s.len / s.dtype.word_bytes() as u64,
+                        row: row_words(&s.shape),
+                    };
+                    let syn = synthesize(&t, &uniform, opts.budget);
+                    Ok((productions_of(&t, &syn.shape), leaves_of(&t, &syn.shape)))
+                })
+                .collect()
+        });
         let mut p = Prior::uniform();
         for f in found {
-            for (ctx, prod) in f? {
+            let (prods, leaves) = f?;
+            for (ctx, prod) in prods {
                 p.observe(&ctx, prod);
+            }
+            for (ctx, codec) in leaves {
+                p.observe_leaf(&ctx, codec);
             }
             p.tensors += 1;
         }
@@ -693,6 +746,45 @@ mod tests {
         assert_eq!(wire::serialized_size(&node), exact.sample_bytes);
     }
 
+    /// The leaf model weighs every context coder until the tensors of a
+    /// hole's context have chosen others a few times over, and keeps any
+    /// that won once.
+    #[test]
+    fn leaf_model_drops_only_context_coders_that_never_win() {
+        use crate::entropy::{Codec, Contexts};
+        let w = bf16_like(10);
+        let t = up_proj(&w);
+        let mantissa = context(&t, "Merge[bf16].2".into(), 7);
+        let mut p = Prior::uniform();
+        assert_eq!(p.leaf_contexts(&mantissa), Contexts::ALL);
+        let rans1 = |p: &mut Prior, k| {
+            for _ in 0..k {
+                p.observe_leaf(&mantissa, Codec::Rans1x32);
+            }
+        };
+        rans1(&mut p, 2);
+        assert_eq!(
+            p.leaf_contexts(&mantissa),
+            Contexts::ALL,
+            "two tensors prove little"
+        );
+        rans1(&mut p, 2);
+        let c = p.leaf_contexts(&mantissa);
+        assert!(c.previous && !c.sibling(0) && !c.sibling(1) && !c.sibling(9));
+        assert!(
+            c.sibling(10) && c.sibling(40),
+            "siblings the model does not know"
+        );
+        // One win of the exponent-conditioned coder (4-state or 32) keeps it.
+        p.observe_leaf(&mantissa, Codec::RansCondx32 { sibling: 1 });
+        rans1(&mut p, 16);
+        let c = p.leaf_contexts(&mantissa);
+        assert!(c.previous && c.sibling(1) && !c.sibling(0));
+        // Another hole of the same tensor kind is untouched.
+        let exponent = context(&t, "Merge[bf16].1".into(), 8);
+        assert_eq!(p.leaf_contexts(&exponent), Contexts::ALL);
+    }
+
     #[test]
     fn learned_prior_makes_search_shallow() {
         let w = bf16_like(30_000);
@@ -711,7 +803,19 @@ mod tests {
             for (c, prod) in productions_of(&t, &s.shape) {
                 p.observe(&c, prod);
             }
+            for (c, codec) in leaves_of(&t, &s.shape) {
+                p.observe_leaf(&c, codec);
+            }
         }
+        // Independent fields: no context coder won, so none is weighed.
+        let exponent = context(&t, "Merge[bf16].1".into(), 8);
+        assert_eq!(
+            p.leaf_contexts(&exponent),
+            crate::entropy::Contexts {
+                previous: false,
+                siblings: u32::MAX << 10
+            }
+        );
         let fast = synthesize(&t, &p, 64);
         assert!(fast.judged < s.judged, "{} vs {}", fast.judged, s.judged);
         assert_eq!(fast.sample_bytes, s.sample_bytes);

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::dsl::{MapOp, Node, ScanOp, Split, mask};
-use crate::entropy::{self, Codec, LitOptions, Sibling, Word};
+use crate::entropy::{self, Codec, Contexts, LitOptions, Sibling, Word};
 
 /// A program with holes instead of payloads.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -106,7 +106,7 @@ pub const PLANES_ZSTD_LEVEL: i32 = 9;
 
 /// Settings for coding a region with a shape.
 #[derive(Debug, Clone, Copy)]
-pub struct Instantiate {
+pub struct Instantiate<'a> {
     /// zstd level of `Generic` leaves.
     pub zstd_level: i32,
     /// Price literals chosen by the literal chooser instead of coding them
@@ -116,14 +116,26 @@ pub struct Instantiate {
     /// for writing or executing. The search prices samples of tensors
     /// larger than the sample this way; what is written is coded again.
     pub priced: bool,
+    /// The prior's leaf model: which context coders the literal chooser
+    /// weighs at each leaf (all without one).
+    pub leaves: Option<super::Leaves<'a>>,
 }
 
-impl Default for Instantiate {
+impl Default for Instantiate<'_> {
     fn default() -> Self {
         Instantiate {
             zstd_level: 19,
             priced: false,
+            leaves: None,
         }
+    }
+}
+
+impl Instantiate<'_> {
+    /// The context coders a literal of `width` bits under `parent` weighs.
+    fn contexts(&self, parent: &str, width: u8) -> Contexts {
+        self.leaves
+            .map_or(Contexts::ALL, |l| l.contexts(parent, width))
     }
 }
 
@@ -133,8 +145,8 @@ fn all_equal<W: PartialEq + Copy>(words: &[W]) -> bool {
 
 /// Code `words` (of `width` bits) with `shape`. Always correct: a shape that
 /// does not fit the words (wrong width) falls back to a literal.
-pub fn instantiate(shape: &Shape, words: &[u64], width: u8, cfg: &Instantiate) -> Node {
-    inst(shape, words, width, &[], cfg)
+pub fn instantiate(shape: &Shape, words: &[u64], width: u8, cfg: &Instantiate<'_>) -> Node {
+    inst(shape, words, width, &[], cfg, "top")
 }
 
 /// [`instantiate`] from the little-endian bytes of the words, for a `Merge`
@@ -148,7 +160,7 @@ pub fn instantiate_le_bytes(shape: &Shape, bytes: &[u8], width: u8) -> Option<No
         return None;
     }
     let parts = split.split_le_bytes(bytes)?;
-    Some(merge_of_bytes(split, kids, &parts, false))
+    Some(merge_of_bytes(split, kids, &parts, &Instantiate::default()))
 }
 
 /// Whether every child is a literal (or a hole, which becomes one).
@@ -158,7 +170,7 @@ fn byte_literals(kids: &[Shape]) -> bool {
 }
 
 /// A `Merge` of byte-field literals over its fields `parts`.
-fn merge_of_bytes(split: &Split, kids: &[Shape], parts: &[Vec<u8>], priced: bool) -> Node {
+fn merge_of_bytes(split: &Split, kids: &[Shape], parts: &[Vec<u8>], cfg: &Instantiate<'_>) -> Node {
     let fields = split.fields();
     let children = kids
         .iter()
@@ -168,13 +180,20 @@ fn merge_of_bytes(split: &Split, kids: &[Shape], parts: &[Vec<u8>], priced: bool
                 Shape::Lit(c) => *c,
                 _ => None,
             };
+            let contexts = match codec {
+                None if cfg.leaves.is_some() => {
+                    cfg.contexts(&super::merge_label(split, i), fields[i])
+                }
+                _ => Contexts::ALL,
+            };
             byte_leaf(
                 codec,
                 &parts[i],
                 fields[i],
                 &parts[..i],
                 &fields[..i],
-                priced,
+                cfg.priced,
+                contexts,
             )
         })
         .collect();
@@ -184,7 +203,16 @@ fn merge_of_bytes(split: &Split, kids: &[Shape], parts: &[Vec<u8>], priced: bool
     }
 }
 
-fn inst(shape: &Shape, words: &[u64], width: u8, sibs: &[Sibling<'_>], cfg: &Instantiate) -> Node {
+/// [`instantiate`] of a hole under `parent` (its label, for the prior's
+/// leaf model), with the earlier siblings `sibs` of its `Merge`.
+fn inst(
+    shape: &Shape,
+    words: &[u64],
+    width: u8,
+    sibs: &[Sibling<'_>],
+    cfg: &Instantiate<'_>,
+    parent: &str,
+) -> Node {
     if all_equal(words)
         && !matches!(
             shape,
@@ -204,40 +232,54 @@ fn inst(shape: &Shape, words: &[u64], width: u8, sibs: &[Sibling<'_>], cfg: &Ins
         // as the leaf would be.
         return Node::Repeat {
             k: (words.len() / p) as u64,
-            child: Box::new(inst(shape, &words[..p], width, &[], cfg)),
+            child: Box::new(inst(shape, &words[..p], width, &[], cfg, parent)),
         };
     }
+    let all = Contexts::ALL;
     match shape {
-        Shape::Hole | Shape::Lit(None) => lit_auto(words, width, sibs, None, cfg.priced),
-        Shape::Generic => lit_auto(words, width, sibs, Some(cfg.zstd_level), cfg.priced),
+        Shape::Hole | Shape::Lit(None) => {
+            let contexts = cfg.contexts(parent, width);
+            lit_auto(words, width, sibs, None, cfg.priced, contexts)
+        }
+        Shape::Generic => {
+            let contexts = cfg.contexts(parent, width);
+            lit_auto(
+                words,
+                width,
+                sibs,
+                Some(cfg.zstd_level),
+                cfg.priced,
+                contexts,
+            )
+        }
         Shape::GenericPlanes if width >= 16 && width.is_multiple_of(8) => {
             let split = Split::BytePlanes(width);
             let children = split
                 .split(words)
                 .iter()
-                .map(|p| lit_auto(p, 8, &[], Some(PLANES_ZSTD_LEVEL), cfg.priced))
+                .map(|p| lit_auto(p, 8, &[], Some(PLANES_ZSTD_LEVEL), cfg.priced, all))
                 .collect();
             Node::Merge { split, children }
         }
-        Shape::GenericPlanes => lit_auto(words, width, sibs, Some(cfg.zstd_level), cfg.priced),
+        Shape::GenericPlanes => lit_auto(words, width, sibs, Some(cfg.zstd_level), cfg.priced, all),
         Shape::Lit(Some(codec)) => lit_fixed(
             *codec,
             words,
             width,
             |i| sibs.iter().find(|s| s.index == i).map(|s| s.words),
-            || lit_auto(words, width, sibs, None, cfg.priced),
+            || lit_auto(words, width, sibs, None, cfg.priced, all),
         ),
         Shape::Merge(split, kids) => {
             let fields = split.fields();
             if split.width() != width as u32 || kids.len() != fields.len() {
-                return lit_auto(words, width, sibs, None, cfg.priced);
+                return lit_auto(words, width, sibs, None, cfg.priced, all);
             }
             // Literals of byte fields (every float split) take the fields
             // as bytes.
             if byte_literals(kids)
                 && let Some(parts) = split.split_bytes(words)
             {
-                return merge_of_bytes(split, kids, &parts, cfg.priced);
+                return merge_of_bytes(split, kids, &parts, cfg);
             }
             let parts = split.split(words);
             let mut children = Vec::with_capacity(kids.len());
@@ -250,7 +292,8 @@ fn inst(shape: &Shape, words: &[u64], width: u8, sibs: &[Sibling<'_>], cfg: &Ins
                         width: fields[j],
                     })
                     .collect();
-                children.push(inst(&kids[i], &parts[i], fields[i], &s, cfg));
+                let parent = super::child_label(shape, i);
+                children.push(inst(&kids[i], &parts[i], fields[i], &s, cfg, &parent));
             }
             Node::Merge {
                 split: split.clone(),
@@ -264,7 +307,8 @@ fn inst(shape: &Shape, words: &[u64], width: u8, sibs: &[Sibling<'_>], cfg: &Ins
                 children: kids
                     .iter()
                     .zip(&parts)
-                    .map(|(k, p)| inst(k, p, width, &[], cfg))
+                    .enumerate()
+                    .map(|(i, (k, p))| inst(k, p, width, &[], cfg, &super::child_label(shape, i)))
                     .collect(),
             }
         }
@@ -273,7 +317,14 @@ fn inst(shape: &Shape, words: &[u64], width: u8, sibs: &[Sibling<'_>], cfg: &Ins
             let child: Vec<u64> = words.iter().map(|&w| inv.apply(w)).collect();
             Node::Map {
                 op: *op,
-                child: Box::new(inst(kid, &child, width, &[], cfg)),
+                child: Box::new(inst(
+                    kid,
+                    &child,
+                    width,
+                    &[],
+                    cfg,
+                    &super::child_label(shape, 0),
+                )),
             }
         }
         Shape::Scan(op, kid) => {
@@ -292,7 +343,14 @@ fn inst(shape: &Shape, words: &[u64], width: u8, sibs: &[Sibling<'_>], cfg: &Ins
                 .collect();
             Node::Scan {
                 op: *op,
-                child: Box::new(inst(kid, &child, width, &[], cfg)),
+                child: Box::new(inst(
+                    kid,
+                    &child,
+                    width,
+                    &[],
+                    cfg,
+                    &super::child_label(shape, 0),
+                )),
             }
         }
     }
@@ -345,10 +403,11 @@ fn lit_auto<W: Word>(
     sibs: &[Sibling<'_, W>],
     zstd: Option<i32>,
     priced: bool,
+    contexts: Contexts,
 ) -> Node {
     let opts = LitOptions {
         zstd_level: zstd,
-        context: true,
+        contexts,
     };
     let (codec, payload) = if priced {
         let (codec, bytes) = entropy::price_best(words, width, sibs, &opts);
@@ -375,6 +434,7 @@ fn byte_leaf(
     earlier: &[Vec<u8>],
     widths: &[u8],
     priced: bool,
+    contexts: Contexts,
 ) -> Node {
     if all_equal(words) {
         return Node::Const {
@@ -386,7 +446,15 @@ fn byte_leaf(
     if let Some(p) = period(words) {
         return Node::Repeat {
             k: (words.len() / p) as u64,
-            child: Box::new(byte_leaf(codec, &words[..p], width, &[], &[], priced)),
+            child: Box::new(byte_leaf(
+                codec,
+                &words[..p],
+                width,
+                &[],
+                &[],
+                priced,
+                contexts,
+            )),
         };
     }
     let auto = || {
@@ -399,7 +467,7 @@ fn byte_leaf(
                 width: widths[j],
             })
             .collect();
-        lit_auto(words, width, &sibs, None, priced)
+        lit_auto(words, width, &sibs, None, priced, contexts)
     };
     match codec {
         Some(codec) => lit_fixed(
@@ -537,6 +605,7 @@ mod tests {
                     fields[i],
                     &sibs,
                     &Instantiate::default(),
+                    &crate::search::child_label(shape, i),
                 )
             })
             .collect();
