@@ -313,6 +313,7 @@ fn encode_segments<W: Write + Seek>(
                         rank: d.shape.len(),
                         total_words: d.len / d.dtype.word_bytes() as u64,
                         row: search::row_words(&d.shape),
+                        region: segment_region_words(d, opts.region_words, false),
                     };
                     let syn = search::synthesize(&t, &prior, opts.budget);
                     Ok(Some((syn.shape, syn.judged, syn.node)))
@@ -532,7 +533,7 @@ const GENERIC_REGION_BYTES: u64 = 8 << 20;
 
 /// Regions hold whole rows when a row fits (so block fields stay aligned);
 /// `generic` segments get regions of [`GENERIC_REGION_BYTES`].
-fn segment_region_words(d: &SegmentDesc, region_words: u64, generic: bool) -> u64 {
+pub(crate) fn segment_region_words(d: &SegmentDesc, region_words: u64, generic: bool) -> u64 {
     let region_words = if generic {
         (GENERIC_REGION_BYTES / d.dtype.word_bytes() as u64)
             .clamp(region_words, crate::dsl::MAX_NODE_WORDS)

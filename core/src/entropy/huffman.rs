@@ -95,18 +95,24 @@ fn canonical_codes(lens: &[u8; 256]) -> [u32; 256] {
 /// Exact size of [`encode`]'s output for a stream with these counts,
 /// computed from the code lengths without encoding.
 pub(crate) fn exact_size(counts: &[u32; 256]) -> usize {
+    let (data, table) = size_parts(counts);
+    data + table
+}
+
+/// [`exact_size`] as (bytes of coded symbols, bytes of everything else).
+pub(crate) fn size_parts(counts: &[u32; 256]) -> (usize, usize) {
     let lens = code_lengths(counts);
     let np = lens.iter().filter(|&&l| l > 0).count();
     if np == 0 {
-        return 1;
+        return (0, 1);
     }
     let bits: u64 = (0..256).map(|s| counts[s] as u64 * lens[s] as u64).sum();
     let data = bits.div_ceil(8);
-    super::varint_len(np as u64)
+    let table = super::varint_len(np as u64)
         + if np <= 32 { np } else { 32 }
         + np.div_ceil(2)
-        + super::varint_len(data)
-        + data as usize
+        + super::varint_len(data);
+    (data as usize, table)
 }
 
 /// Encode symbols (each < 256).

@@ -810,17 +810,27 @@ pub(crate) fn estimate_counted(c: &Counts, min_ctx_count: usize) -> f64 {
 }
 
 /// [`estimate_counted`] without its margin: measured on real fields, the
-/// coded size is within 0.1% of it (the margin makes it 0.3% high).
-pub(crate) fn estimate_unbiased(c: &Counts, min_ctx_count: usize) -> f64 {
+/// coded size is within 0.1% of it (the margin makes it 0.3% high). The
+/// stream's fixed bytes count `overhead` times (see
+/// [`super::LitOptions::overhead`]).
+pub(crate) fn estimate_unbiased(
+    c: &Counts,
+    min_ctx_count: usize,
+    margin: bool,
+    overhead: f64,
+) -> f64 {
     let (bits, table_bytes) = estimate_parts(c, min_ctx_count);
-    stream_bytes(bits, table_bytes, false)
+    stream_bytes(bits, table_bytes * overhead, margin) - STREAM_FIXED * (1.0 - overhead)
 }
+
+/// Bytes of a stream besides its symbols and tables (4 states, header).
+const STREAM_FIXED: f64 = 24.0;
 
 /// Estimated bytes of a stream of `bits` of entropy with `table_bytes` of
 /// tables (and 4 states): with `margin`, 0.3% high as
 /// [`estimate_counted`], else unbiased.
 pub(crate) fn stream_bytes(bits: f64, table_bytes: f64, margin: bool) -> f64 {
-    bits / 8.0 * if margin { 1.003 } else { 1.0 } + table_bytes + 24.0
+    bits / 8.0 * if margin { 1.003 } else { 1.0 } + table_bytes + STREAM_FIXED
 }
 
 /// (entropy bits, estimated table bytes) of the counts.

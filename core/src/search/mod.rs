@@ -48,6 +48,10 @@ pub struct Target<'a> {
     pub total_words: u64,
     /// Words per row (last dimension); the sample starts on a row.
     pub row: u64,
+    /// Words per region the tensor is coded in: each region pays its
+    /// literals' tables once, so a sample of a longer region bears only
+    /// its share of them when priced.
+    pub region: u64,
 }
 
 /// The search's answer.
@@ -366,7 +370,7 @@ pub fn productions_of(t: &Target<'_>, s: &Shape) -> Vec<(HoleContext, &'static s
 fn generic_may_win(t: &Target<'_>, incumbent: usize) -> bool {
     let mut raw = Vec::with_capacity(t.words.len() * t.width as usize / 8);
     crate::container::words_to_bytes(t.words, t.width, &mut raw);
-    zstd::bulk::compress(&raw, 3).map_or(true, |z| z.len() * 95 < incumbent * 100)
+    crate::entropy::zstd_compress(&raw, 3).map_or(true, |z| z.len() * 95 < incumbent * 100)
 }
 
 /// Bytes [`Shape::GenericPlanes`] must save on the target to be chosen:
@@ -389,7 +393,7 @@ fn planes_may_win(t: &Target<'_>, incumbent: usize) -> bool {
         .iter()
         .map(|p| {
             let bytes: Vec<u8> = p.iter().map(|&b| b as u8).collect();
-            zstd::bulk::compress(&bytes, 1).map_or(usize::MAX / 8, |z| z.len())
+            crate::entropy::zstd_compress(&bytes, 1).map_or(usize::MAX / 8, |z| z.len())
         })
         .sum();
     quick < incumbent
@@ -400,8 +404,15 @@ fn planes_may_win(t: &Target<'_>, incumbent: usize) -> bool {
 pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
     // A sample of a larger tensor is priced, not coded: only the shape
     // (and its leaves' codecs) is kept, and regions are coded again.
+    let priced = t.total_words > t.words.len() as u64;
+    let region = t.total_words.min(t.region).max(1);
     let cfg = Instantiate {
-        priced: t.total_words > t.words.len() as u64,
+        priced,
+        overhead: if priced {
+            (t.words.len() as f64 / region as f64).min(1.0)
+        } else {
+            1.0
+        },
         leaves: (!prior.is_uniform()).then_some(Leaves { prior, target: t }),
         ..Instantiate::default()
     };
@@ -606,6 +617,11 @@ impl Prior {
                         rank: s.shape.len(),
                         total_words: s.len / s.dtype.word_bytes() as u64,
                         row: row_words(&s.shape),
+                        region: crate::container::write::segment_region_words(
+                            s,
+                            crate::container::DEFAULT_REGION_WORDS,
+                            false,
+                        ),
                     };
                     let syn = synthesize(&t, &uniform, opts.budget);
                     Ok((productions_of(&t, &syn.shape), leaves_of(&t, &syn.shape)))
@@ -665,6 +681,7 @@ mod tests {
             rank: 2,
             total_words: w.len() as u64,
             row: 1,
+            region: crate::container::DEFAULT_REGION_WORDS,
         }
     }
 
@@ -713,6 +730,7 @@ mod tests {
             rank: 2,
             total_words: w.len() as u64,
             row: cols as u64,
+            region: crate::container::DEFAULT_REGION_WORDS,
         };
         let s = synthesize(&t, &Prior::uniform(), 24);
         assert_eq!(s.shape, Shape::GenericPlanes, "{}", s.shape.text());
@@ -796,6 +814,7 @@ mod tests {
             rank: 2,
             total_words: w.len() as u64,
             row: 1,
+            region: crate::container::DEFAULT_REGION_WORDS,
         };
         let s = synthesize(&t, &Prior::uniform(), 64);
         let mut p = Prior::uniform();

@@ -119,6 +119,9 @@ pub struct Instantiate<'a> {
     /// The prior's leaf model: which context coders the literal chooser
     /// weighs at each leaf (all without one).
     pub leaves: Option<super::Leaves<'a>>,
+    /// Share of each literal stream's fixed bytes the priced words bear
+    /// (see [`LitOptions::overhead`]).
+    pub overhead: f64,
 }
 
 impl Default for Instantiate<'_> {
@@ -127,6 +130,7 @@ impl Default for Instantiate<'_> {
             zstd_level: 19,
             priced: false,
             leaves: None,
+            overhead: 1.0,
         }
     }
 }
@@ -192,7 +196,7 @@ fn merge_of_bytes(split: &Split, kids: &[Shape], parts: &[Vec<u8>], cfg: &Instan
                 fields[i],
                 &parts[..i],
                 &fields[..i],
-                cfg.priced,
+                cfg,
                 contexts,
             )
         })
@@ -239,40 +243,33 @@ fn inst(
     match shape {
         Shape::Hole | Shape::Lit(None) => {
             let contexts = cfg.contexts(parent, width);
-            lit_auto(words, width, sibs, None, cfg.priced, contexts)
+            lit_auto(words, width, sibs, None, cfg, contexts)
         }
         Shape::Generic => {
             let contexts = cfg.contexts(parent, width);
-            lit_auto(
-                words,
-                width,
-                sibs,
-                Some(cfg.zstd_level),
-                cfg.priced,
-                contexts,
-            )
+            lit_auto(words, width, sibs, Some(cfg.zstd_level), cfg, contexts)
         }
         Shape::GenericPlanes if width >= 16 && width.is_multiple_of(8) => {
             let split = Split::BytePlanes(width);
             let children = split
                 .split(words)
                 .iter()
-                .map(|p| lit_auto(p, 8, &[], Some(PLANES_ZSTD_LEVEL), cfg.priced, all))
+                .map(|p| lit_auto(p, 8, &[], Some(PLANES_ZSTD_LEVEL), cfg, all))
                 .collect();
             Node::Merge { split, children }
         }
-        Shape::GenericPlanes => lit_auto(words, width, sibs, Some(cfg.zstd_level), cfg.priced, all),
+        Shape::GenericPlanes => lit_auto(words, width, sibs, Some(cfg.zstd_level), cfg, all),
         Shape::Lit(Some(codec)) => lit_fixed(
             *codec,
             words,
             width,
             |i| sibs.iter().find(|s| s.index == i).map(|s| s.words),
-            || lit_auto(words, width, sibs, None, cfg.priced, all),
+            || lit_auto(words, width, sibs, None, cfg, all),
         ),
         Shape::Merge(split, kids) => {
             let fields = split.fields();
             if split.width() != width as u32 || kids.len() != fields.len() {
-                return lit_auto(words, width, sibs, None, cfg.priced, all);
+                return lit_auto(words, width, sibs, None, cfg, all);
             }
             // Literals of byte fields (every float split) take the fields
             // as bytes.
@@ -402,14 +399,15 @@ fn lit_auto<W: Word>(
     width: u8,
     sibs: &[Sibling<'_, W>],
     zstd: Option<i32>,
-    priced: bool,
+    cfg: &Instantiate<'_>,
     contexts: Contexts,
 ) -> Node {
     let opts = LitOptions {
         zstd_level: zstd,
         contexts,
+        overhead: cfg.overhead,
     };
-    let (codec, payload) = if priced {
+    let (codec, payload) = if cfg.priced {
         let (codec, bytes) = entropy::price_best(words, width, sibs, &opts);
         (codec, vec![0; bytes])
     } else {
@@ -433,7 +431,7 @@ fn byte_leaf(
     width: u8,
     earlier: &[Vec<u8>],
     widths: &[u8],
-    priced: bool,
+    cfg: &Instantiate<'_>,
     contexts: Contexts,
 ) -> Node {
     if all_equal(words) {
@@ -452,7 +450,7 @@ fn byte_leaf(
                 width,
                 &[],
                 &[],
-                priced,
+                cfg,
                 contexts,
             )),
         };
@@ -467,7 +465,7 @@ fn byte_leaf(
                 width: widths[j],
             })
             .collect();
-        lit_auto(words, width, &sibs, None, priced, contexts)
+        lit_auto(words, width, &sibs, None, cfg, contexts)
     };
     match codec {
         Some(codec) => lit_fixed(
