@@ -237,18 +237,34 @@ pub fn varint_len(v: u64) -> usize {
 
 /// Empirical order-0 entropy in bits of a histogram (count x -log2 p).
 pub fn entropy_bits(counts: &[u32]) -> f64 {
-    let total: f64 = counts.iter().map(|&c| c as f64).sum();
-    if total == 0.0 {
+    // n log2 n - sum c log2 c, with c log2 c looked up for small counts:
+    // the search weighs hundreds of context tables per candidate.
+    let table = c_log2_c_table();
+    let (mut total, mut sum) = (0u64, 0.0);
+    for &c in counts {
+        total += c as u64;
+        sum += match table.get(c as usize) {
+            Some(&v) => v,
+            None => c as f64 * (c as f64).log2(),
+        };
+    }
+    if total == 0 {
         return 0.0;
     }
-    let mut bits = 0.0;
-    for &c in counts {
-        if c > 0 {
-            let c = c as f64;
-            bits -= c * (c / total).log2();
+    let n = total as f64;
+    (n * n.log2() - sum).max(0.0)
+}
+
+/// `c log2 c` for counts below 4096.
+fn c_log2_c_table() -> &'static [f64; 4096] {
+    static TABLE: std::sync::OnceLock<Box<[f64; 4096]>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = Box::new([0.0; 4096]);
+        for (c, v) in t.iter_mut().enumerate().skip(1) {
+            *v = c as f64 * (c as f64).log2();
         }
-    }
-    bits
+        t
+    })
 }
 
 /// The OR of all words: it has the bit length of the largest word (and is
@@ -357,6 +373,15 @@ pub fn symbols(codec: Codec, n: usize, width: u8) -> usize {
         Codec::PackedRans0 | Codec::PackedRans0x32 => (n * width as usize).div_ceil(8),
         _ => n,
     }
+}
+
+/// Symbols a context must have for a table of its own, in a stream of `n`
+/// symbols that bears `overhead` of its region's tables: in a sample of a
+/// longer region, the region's threshold in the sample's proportion.
+fn min_ctx_count(n: usize, overhead: f64) -> usize {
+    let overhead = overhead.clamp(1e-6, 1.0);
+    let region = (n as f64 / overhead) as usize;
+    ((region / 512).max(512) as f64 * overhead).round() as usize
 }
 
 /// What a context coder's symbol costs on top of [`SYMBOL_COST`]: its
@@ -678,7 +703,7 @@ impl<'a, W: Word> Priced<'a, W> {
             zstd_level,
             as_best,
             overhead,
-            min_ctx: (n / 512).max(512),
+            min_ctx: min_ctx_count(n, overhead),
             list: Vec::with_capacity(codecs.len()),
         };
         for &c in codecs {

@@ -835,6 +835,16 @@ pub(crate) fn stream_bytes(bits: f64, table_bytes: f64, margin: bool) -> f64 {
 
 /// (entropy bits, estimated table bytes) of the counts.
 fn estimate_parts(c: &Counts, min_ctx_count: usize) -> (f64, f64) {
+    // Every row's symbols lie in the range present in their sum: rows are
+    // read only there (exponents use a few dozen of the 256 values).
+    let mut all = [0u32; 256];
+    for r in &c.rows {
+        for (a, &b) in all.iter_mut().zip(r) {
+            *a |= b;
+        }
+    }
+    let lo = all.iter().position(|&x| x != 0).unwrap_or(0);
+    let hi = all.iter().rposition(|&x| x != 0).map_or(lo, |h| h + 1);
     let mut pooled = [0u32; 256];
     let mut bits = 0.0;
     let mut table_bytes = 0.0;
@@ -842,16 +852,17 @@ fn estimate_parts(c: &Counts, min_ctx_count: usize) -> (f64, f64) {
         if total == 0 {
             continue;
         }
+        let counts = &counts[lo..hi];
         if c.own(total, min_ctx_count) {
             bits += super::entropy_bits(counts);
             table_bytes += 1.0 + super::table::estimate_table_bytes(counts);
         } else {
-            for s in 0..256 {
-                pooled[s] += counts[s];
+            for (p, &x) in pooled[lo..hi].iter_mut().zip(counts) {
+                *p += x;
             }
         }
     }
-    bits += super::entropy_bits(&pooled);
+    bits += super::entropy_bits(&pooled[lo..hi]);
     table_bytes += super::table::estimate_table_bytes(&pooled);
     (bits, table_bytes)
 }

@@ -161,7 +161,7 @@ pub(crate) fn read_symbol_set(r: &mut ByteReader<'_>, n: usize) -> Result<Vec<us
 }
 
 /// Rough size of a written table for these counts.
-pub(crate) fn estimate_table_bytes(counts: &[u32; 256]) -> f64 {
+pub(crate) fn estimate_table_bytes(counts: &[u32]) -> f64 {
     let n = counts.iter().filter(|&&c| c > 0).count();
     if n == 0 {
         return 1.0;
