@@ -971,7 +971,23 @@ mod tests {
                     .map(|b| b.wrapping_add(offset))
                     .collect();
                 let sib: Vec<u8> = (0..n).map(|i| (i * 7 % 11) as u8).collect();
-                for ctx in [Context::None, Context::Previous, Context::Sibling(&sib)] {
+                // Contexts in 64 values but for zeros (the vector encoder
+                // permutes their tables and gathers the zeros').
+                let zeros: Vec<u8> = (0..n)
+                    .map(|i| {
+                        if i % 3 == 0 {
+                            0
+                        } else {
+                            150 + (i * 13 % 64) as u8
+                        }
+                    })
+                    .collect();
+                for ctx in [
+                    Context::None,
+                    Context::Previous,
+                    Context::Sibling(&sib),
+                    Context::Sibling(&zeros),
+                ] {
                     let counts = count_n::<WIDE>(&s, &ctx);
                     for min_ctx in [1, 512] {
                         let v = encode_with_simd::<WIDE>(&s, ctx, &counts, min_ctx, Simd::Best);

@@ -214,9 +214,30 @@ mod x86 {
         assert!(syms.len() >= rounds * LANES && sib.is_none_or(|s| s.len() >= rounds * LANES));
         // Every symbol still to code writes at most one word below `p`.
         assert!(*p <= buf.len() && *p > rounds * LANES);
+        // Each entry in 8 bytes (two gathers where `EncSym` takes four):
+        // entry `table * 256 + symbol` is inside for every table < enc.len().
+        let packed: Vec<u64> = enc.iter().flatten().map(|e| e.packed()).collect();
+        assert_eq!(packed.len(), enc.len() * 256);
         // SAFETY: the CPU has AVX-512 F, BW and VL and the bounds hold
         // (both checked above).
-        unsafe { run_enc(enc, tables, x, syms, sib, rounds, buf, p) }
+        unsafe { run_enc(enc, &packed, tables, x, syms, sib, rounds, buf, p) }
+    }
+
+    /// The context values of `sib` (`[lo, lo + 64)`) whose tables the
+    /// encoder permutes out of registers, if they are that narrow, leaving
+    /// out zeros when only that makes them so (exponent contexts, whose
+    /// zeros are order 1's first round and zero weights; the lanes out of
+    /// range gather).
+    fn narrow_contexts(sib: &[u8]) -> Option<u8> {
+        let mut seen = [false; 256];
+        sib.iter().for_each(|&c| seen[c as usize] = true);
+        let lo = seen.iter().position(|&x| x)?;
+        let hi = seen.iter().rposition(|&x| x)?;
+        if hi - lo < 64 {
+            return Some(lo as u8);
+        }
+        let lo = seen[1..].iter().position(|&x| x)? + 1;
+        (hi - lo < 64).then_some(lo as u8)
     }
 
     /// The loop of [`encode`].
@@ -224,6 +245,7 @@ mod x86 {
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     unsafe fn run_enc(
         enc: &[[super::EncSym; 256]],
+        packed: &[u64],
         tables: &[u32; 256],
         x: &mut [u32; LANES],
         syms: &[u8],
@@ -232,8 +254,22 @@ mod x86 {
         buf: &mut [u16],
         p: &mut usize,
     ) {
-        let base = enc.as_ptr() as *const i32;
+        let base = packed.as_ptr() as *const i32;
         let tp = tables.as_ptr() as *const i32;
+        // Context -> table out of registers for narrow contexts.
+        let ctx_regs = sib.and_then(narrow_contexts).map(|lo| {
+            let reg = |v: usize| {
+                let w: [u32; 16] = std::array::from_fn(|i| {
+                    tables.get(lo as usize + 16 * v + i).copied().unwrap_or(0)
+                });
+                // SAFETY: `w` is 16 u32s: one unaligned 64-byte load.
+                unsafe { _mm512_loadu_si512(w.as_ptr() as *const __m512i) }
+            };
+            (
+                _mm512_set1_epi32(lo as i32),
+                [reg(0), reg(1), reg(2), reg(3)],
+            )
+        });
         let low32 = _mm512_set1_epi64(0xFFFF_FFFF);
         // One table whose symbols all lie in [lo, lo + 64): its entries sit
         // in registers (`EncSym::packed`, 64 lanes of `m` and of the rest),
@@ -261,49 +297,60 @@ mod x86 {
                 let s = unsafe {
                     _mm512_cvtepu8_epi32(_mm_loadu_si128(syms.as_ptr().add(o) as *const __m128i))
                 };
-                let (x_max, m, start, cmpl, shift) = if let Some((lo, t)) = &narrow {
+                // 64 lanes of four registers, indexed by `i` in [0, 64).
+                let pick = |v: &[__m512i; 4], i: __m512i| {
+                    let upper = _mm512_test_epi32_mask(i, _mm512_set1_epi32(32));
+                    _mm512_mask_blend_epi32(
+                        upper,
+                        _mm512_permutex2var_epi32(v[0], i, v[1]),
+                        _mm512_permutex2var_epi32(v[2], i, v[3]),
+                    )
+                };
+                let (m, high) = if let Some((lo, t)) = &narrow {
                     let s = _mm512_sub_epi32(s, *lo);
-                    let upper = _mm512_test_epi32_mask(s, _mm512_set1_epi32(32));
-                    let pick = |v: &[__m512i; 4]| {
-                        _mm512_mask_blend_epi32(
-                            upper,
-                            _mm512_permutex2var_epi32(v[0], s, v[1]),
-                            _mm512_permutex2var_epi32(v[2], s, v[3]),
-                        )
-                    };
-                    let (m, high) = (pick(&t[0]), pick(&t[1]));
-                    let cmpl = _mm512_and_si512(_mm512_srli_epi32::<12>(high), field);
-                    // x_max = freq << 20; all ones for freq = PROB_SCALE.
-                    let x_max = _mm512_mask_mov_epi32(
-                        _mm512_slli_epi32::<20>(_mm512_sub_epi32(scale, cmpl)),
-                        _mm512_cmpeq_epi32_mask(cmpl, _mm512_setzero_si512()),
-                        _mm512_set1_epi32(-1),
-                    );
-                    let start = _mm512_and_si512(high, field);
-                    (x_max, m, start, cmpl, _mm512_srli_epi32::<24>(high))
+                    (pick(&t[0], s), pick(&t[1], s))
                 } else {
-                    // SAFETY: as above.
-                    let (x_max, m, sc, shift) = unsafe {
+                    // SAFETY: as above; packed entry `idx` is 8 bytes at
+                    // `base + 8 idx`, m first.
+                    unsafe {
                         let t = match sib {
                             Some(sib) => {
                                 let c = _mm512_cvtepu8_epi32(_mm_loadu_si128(
                                     sib.as_ptr().add(o) as *const __m128i
                                 ));
-                                _mm512_slli_epi32::<8>(_mm512_i32gather_epi32::<4>(c, tp))
+                                let t = match &ctx_regs {
+                                    Some((lo, regs)) => {
+                                        let d = _mm512_sub_epi32(c, *lo);
+                                        let v = pick(regs, d);
+                                        let out = _mm512_cmpge_epu32_mask(d, _mm512_set1_epi32(64));
+                                        if out == 0 {
+                                            v
+                                        } else {
+                                            _mm512_mask_i32gather_epi32::<4>(v, out, c, tp)
+                                        }
+                                    }
+                                    None => _mm512_i32gather_epi32::<4>(c, tp),
+                                };
+                                _mm512_slli_epi32::<8>(t)
                             }
                             None => _mm512_setzero_si512(),
                         };
-                        let idx = _mm512_slli_epi32::<4>(_mm512_add_epi32(t, s));
+                        let idx = _mm512_add_epi32(t, s);
                         (
-                            _mm512_i32gather_epi32::<1>(idx, base),
-                            _mm512_i32gather_epi32::<1>(idx, base.add(1)),
-                            _mm512_i32gather_epi32::<1>(idx, base.add(2)),
-                            _mm512_i32gather_epi32::<1>(idx, base.add(3)),
+                            _mm512_i32gather_epi32::<8>(idx, base),
+                            _mm512_i32gather_epi32::<8>(idx, base.add(1)),
                         )
-                    };
-                    let start = _mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF));
-                    (x_max, m, start, _mm512_srli_epi32::<16>(sc), shift)
+                    }
                 };
+                let cmpl = _mm512_and_si512(_mm512_srli_epi32::<12>(high), field);
+                // x_max = freq << 20; all ones for freq = PROB_SCALE.
+                let x_max = _mm512_mask_mov_epi32(
+                    _mm512_slli_epi32::<20>(_mm512_sub_epi32(scale, cmpl)),
+                    _mm512_cmpeq_epi32_mask(cmpl, _mm512_setzero_si512()),
+                    _mm512_set1_epi32(-1),
+                );
+                let start = _mm512_and_si512(high, field);
+                let shift = _mm512_srli_epi32::<24>(high);
                 let xv = xs[h];
                 let shrink = _mm512_cmpge_epu32_mask(xv, x_max);
                 let cnt = shrink.count_ones() as usize;
