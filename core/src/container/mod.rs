@@ -313,7 +313,7 @@ impl Preamble {
 /// the table bytes, raw or as one zstd frame (tensor names repeat a lot).
 pub(crate) fn pack_table(raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(raw.len() / 2 + 16);
-    match crate::entropy::zstd_compress(raw, 19) {
+    match crate::entropy::zstd_compress(raw, write::HEADER_ZSTD_LEVEL) {
         Ok(z) if z.len() < raw.len() => {
             out.push(1);
             put_varint(&mut out, raw.len() as u64);
