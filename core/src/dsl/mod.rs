@@ -338,17 +338,29 @@ pub enum Node {
 /// Split words by position class: stream `k` gets the words at positions
 /// `i` with `classes[i % period] == k`, in order (the encoder's decomposition
 /// of [`Node::Interleave`]).
-pub fn deal(words: &[u64], classes: &[u8], k: usize) -> Vec<Vec<u64>> {
+pub fn deal<W: Copy>(words: &[W], classes: &[u8], k: usize) -> Vec<Vec<W>> {
     let p = classes.len().max(1);
-    let mut out: Vec<Vec<u64>> = (0..k)
+    let mut out: Vec<Vec<W>> = (0..k)
         .map(|c| {
             let per = classes.iter().filter(|&&x| x as usize == c).count();
             Vec::with_capacity(words.len() / p * per + per)
         })
         .collect();
+    // Runs of one class within a period (block fields: a few long runs),
+    // each copied whole.
+    let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+    for (i, &c) in classes.iter().enumerate() {
+        match runs.last_mut() {
+            Some((rc, _, end)) if *rc == c as usize && *end == i => *end = i + 1,
+            _ => runs.push((c as usize, i, i + 1)),
+        }
+    }
     for block in words.chunks(p) {
-        for (w, &c) in block.iter().zip(classes) {
-            out[c as usize].push(*w);
+        for &(c, start, end) in &runs {
+            if start >= block.len() {
+                break;
+            }
+            out[c].extend_from_slice(&block[start..end.min(block.len())]);
         }
     }
     out

@@ -157,6 +157,28 @@ pub fn instantiate(shape: &Shape, words: &[u64], width: u8, cfg: &Instantiate<'_
 /// of literals over byte fields (every float split): the fields are cut
 /// from the bytes without widening the words; `None` for other shapes.
 pub fn instantiate_le_bytes(shape: &Shape, bytes: &[u8], width: u8) -> Option<Node> {
+    if let Shape::Interleave(_, classes, kids) = shape
+        && width == 8
+        && byte_literals(kids)
+    {
+        // Block fields of bytes (GGUF quants), dealt as bytes.
+        let cfg = Instantiate::default();
+        let children = crate::dsl::deal(bytes, classes, kids.len())
+            .iter()
+            .zip(kids)
+            .map(|(p, k)| {
+                let codec = match k {
+                    Shape::Lit(c) => *c,
+                    _ => None,
+                };
+                byte_leaf(codec, p, 8, &[], &[], &cfg, Contexts::ALL)
+            })
+            .collect();
+        return Some(Node::Interleave {
+            classes: classes.clone(),
+            children,
+        });
+    }
     let Shape::Merge(split, kids) = shape else {
         return None;
     };
