@@ -203,16 +203,43 @@ fn interleave_into<W: Copy>(
     n: usize,
     out: &mut Vec<W>,
 ) -> Result<(), DecodeError> {
-    let mut next = vec![0usize; streams.len()];
+    let short = || DecodeError::corrupt("interleave child too short");
+    let k = streams.len();
+    if n == 0 {
+        return Ok(());
+    }
+    if classes.is_empty() || classes.iter().take(n).any(|&c| c as usize >= k) {
+        return Err(short());
+    }
+    let want = super::deal_counts(n as u64, classes, k);
+    if streams
+        .iter()
+        .zip(&want)
+        .any(|(s, &w)| (s.len() as u64) < w)
+    {
+        return Err(short());
+    }
+    // Runs of one class within a period, each copied whole.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &c in classes {
+        match runs.last_mut() {
+            Some((rc, len)) if *rc == c as usize => *len += 1,
+            _ => runs.push((c as usize, 1)),
+        }
+    }
+    let mut next = vec![0usize; k];
     out.reserve(n);
-    for i in 0..n {
-        let c = classes[i % classes.len()] as usize;
-        let w = streams
-            .get(c)
-            .and_then(|s| s.get(next[c]))
-            .ok_or_else(|| DecodeError::corrupt("interleave child too short"))?;
-        out.push(*w);
-        next[c] += 1;
+    let mut left = n;
+    while left > 0 {
+        for &(c, len) in &runs {
+            let len = len.min(left);
+            out.extend_from_slice(&streams[c][next[c]..next[c] + len]);
+            next[c] += len;
+            left -= len;
+            if left == 0 {
+                break;
+            }
+        }
     }
     Ok(())
 }
