@@ -338,46 +338,40 @@ impl Leaves<'_> {
     }
 }
 
+/// Visit every node of a shape with the context of the hole it fills.
+fn walk_holes<'s>(t: &Target<'_>, s: &'s Shape, f: &mut impl FnMut(HoleContext, &'s Shape)) {
+    fn walk<'s>(
+        t: &Target<'_>,
+        s: &'s Shape,
+        parent: String,
+        width: u8,
+        f: &mut impl FnMut(HoleContext, &'s Shape),
+    ) {
+        f(context(t, parent, width), s);
+        let widths = child_widths(s, width);
+        for (i, c) in children(s).into_iter().enumerate() {
+            walk(t, c, child_label(s, i), widths[i], f);
+        }
+    }
+    walk(t, s, "top".into(), t.width, f);
+}
+
 /// Every (context, codec) of the literal leaves of a frozen shape (see
 /// [`Shape::freeze`]), for learning the leaf model.
 pub fn leaves_of(t: &Target<'_>, s: &Shape) -> Vec<(HoleContext, crate::entropy::Codec)> {
-    fn walk(
-        t: &Target<'_>,
-        s: &Shape,
-        parent: String,
-        width: u8,
-        out: &mut Vec<(HoleContext, crate::entropy::Codec)>,
-    ) {
-        if let Shape::Lit(Some(c)) = s {
-            out.push((context(t, parent, width), *c));
-        }
-        let widths = child_widths(s, width);
-        for (i, c) in children(s).into_iter().enumerate() {
-            walk(t, c, child_label(s, i), widths[i], out);
-        }
-    }
     let mut out = Vec::new();
-    walk(t, s, "top".into(), t.width, &mut out);
+    walk_holes(t, s, &mut |ctx, s| {
+        if let Shape::Lit(Some(c)) = s {
+            out.push((ctx, *c));
+        }
+    });
     out
 }
 
 /// Every (context, production) of a complete shape, for learning.
 pub fn productions_of(t: &Target<'_>, s: &Shape) -> Vec<(HoleContext, &'static str)> {
-    fn walk(
-        t: &Target<'_>,
-        s: &Shape,
-        parent: String,
-        width: u8,
-        out: &mut Vec<(HoleContext, &'static str)>,
-    ) {
-        out.push((context(t, parent, width), label(s)));
-        let widths = child_widths(s, width);
-        for (i, c) in children(s).into_iter().enumerate() {
-            walk(t, c, child_label(s, i), widths[i], out);
-        }
-    }
     let mut out = Vec::new();
-    walk(t, s, "top".into(), t.width, &mut out);
+    walk_holes(t, s, &mut |ctx, s| out.push((ctx, label(s))));
     out
 }
 

@@ -262,6 +262,17 @@ fn inst(
         };
     }
     let all = Contexts::ALL;
+    // The child of a Map or Scan.
+    let only_child = |kid: &Shape, words: &[u64]| {
+        Box::new(inst(
+            kid,
+            words,
+            width,
+            &[],
+            cfg,
+            &super::child_label(shape, 0),
+        ))
+    };
     match shape {
         Shape::Hole | Shape::Lit(None) => {
             let contexts = cfg.contexts(parent, width);
@@ -336,14 +347,7 @@ fn inst(
             let child: Vec<u64> = words.iter().map(|&w| inv.apply(w)).collect();
             Node::Map {
                 op: *op,
-                child: Box::new(inst(
-                    kid,
-                    &child,
-                    width,
-                    &[],
-                    cfg,
-                    &super::child_label(shape, 0),
-                )),
+                child: only_child(kid, &child),
             }
         }
         Shape::Scan(op, kid) => {
@@ -362,14 +366,7 @@ fn inst(
                 .collect();
             Node::Scan {
                 op: *op,
-                child: Box::new(inst(
-                    kid,
-                    &child,
-                    width,
-                    &[],
-                    cfg,
-                    &super::child_label(shape, 0),
-                )),
+                child: only_child(kid, &child),
             }
         }
     }
