@@ -384,6 +384,10 @@ fn min_ctx_count(n: usize, overhead: f64) -> usize {
     ((region / 512).max(512) as f64 * overhead).round() as usize
 }
 
+/// Words a literal needs for the chooser to weigh context coders (their
+/// tables need many words to pay).
+pub const CONTEXT_MIN_WORDS: usize = 8192;
+
 /// What a context coder's symbol costs on top of [`SYMBOL_COST`]: its
 /// table is chosen per symbol (gathered from one of up to 256 tables where
 /// order 0 keeps one in registers). Measured on astra's exponents (76M
@@ -485,7 +489,7 @@ pub fn encode_best<W: Word>(
             );
         }
         // Context coders need many words to pay for their tables.
-        if opts.contexts.any() && n >= 8192 {
+        if opts.contexts.any() && n >= CONTEXT_MIN_WORDS {
             let min_ctx = (n / 512).max(512);
             if opts.contexts.previous {
                 let ctx = Context::Previous;
@@ -964,7 +968,7 @@ fn best_candidates<W: Word>(
         if width <= 4 && n >= 64 {
             v.push(Codec::PackedRans0.fit(symbols(Codec::PackedRans0, n, width)));
         }
-        if n >= 8192 {
+        if n >= CONTEXT_MIN_WORDS {
             if opts.contexts.previous {
                 v.push(Codec::Rans1.fit(n));
             }

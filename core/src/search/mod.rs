@@ -89,11 +89,14 @@ pub struct Synthesis {
 pub fn sample_range(total: u64, row: u64) -> (u64, u64) {
     let len = if total <= WHOLE_WORDS {
         total
+    } else if row > SAMPLE_WORDS && row <= WHOLE_WORDS {
+        // One whole row (quant blocks stay in phase).
+        row
     } else {
         SAMPLE_WORDS
     };
     let mut start = (total - len) / 2;
-    if row > 1 && row <= SAMPLE_WORDS {
+    if row > 1 && row <= len {
         start -= start % row;
     }
     (start, len)
@@ -341,29 +344,41 @@ impl Leaves<'_> {
 }
 
 /// Visit every node of a shape with the context of the hole it fills.
-fn walk_holes<'s>(t: &Target<'_>, s: &'s Shape, f: &mut impl FnMut(HoleContext, &'s Shape)) {
+/// Visit every node of a shape with the context of the hole it fills and
+/// the number of words it codes in the sample.
+fn walk_holes<'s>(t: &Target<'_>, s: &'s Shape, f: &mut impl FnMut(HoleContext, &'s Shape, u64)) {
     fn walk<'s>(
         t: &Target<'_>,
         s: &'s Shape,
         parent: String,
         width: u8,
-        f: &mut impl FnMut(HoleContext, &'s Shape),
+        n: u64,
+        f: &mut impl FnMut(HoleContext, &'s Shape, u64),
     ) {
-        f(context(t, parent, width), s);
+        f(context(t, parent, width), s, n);
         let widths = child_widths(s, width);
+        let counts = match s {
+            Shape::Interleave(_, classes, c) => crate::dsl::deal_counts(n, classes, c.len()),
+            _ => Vec::new(),
+        };
         for (i, c) in children(s).into_iter().enumerate() {
-            walk(t, c, child_label(s, i), widths[i], f);
+            let n = counts.get(i).copied().unwrap_or(n);
+            walk(t, c, child_label(s, i), widths[i], n, f);
         }
     }
-    walk(t, s, "top".into(), t.width, f);
+    walk(t, s, "top".into(), t.width, t.words.len() as u64, f);
 }
 
 /// Every (context, codec) of the literal leaves of a frozen shape (see
-/// [`Shape::freeze`]), for learning the leaf model.
+/// [`Shape::freeze`]) long enough for the context coders to have been
+/// weighed, for learning the leaf model: a short leaf (a norm's exponents)
+/// says nothing about whether they win on a long one.
 pub fn leaves_of(t: &Target<'_>, s: &Shape) -> Vec<(HoleContext, crate::entropy::Codec)> {
     let mut out = Vec::new();
-    walk_holes(t, s, &mut |ctx, s| {
-        if let Shape::Lit(Some(c)) = s {
+    walk_holes(t, s, &mut |ctx, s, n| {
+        if let Shape::Lit(Some(c)) = s
+            && n >= crate::entropy::CONTEXT_MIN_WORDS as u64
+        {
             out.push((ctx, *c));
         }
     });
@@ -373,7 +388,7 @@ pub fn leaves_of(t: &Target<'_>, s: &Shape) -> Vec<(HoleContext, crate::entropy:
 /// Every (context, production) of a complete shape, for learning.
 pub fn productions_of(t: &Target<'_>, s: &Shape) -> Vec<(HoleContext, &'static str)> {
     let mut out = Vec::new();
-    walk_holes(t, s, &mut |ctx, s| out.push((ctx, label(s))));
+    walk_holes(t, s, &mut |ctx, s, _| out.push((ctx, label(s))));
     out
 }
 
@@ -817,6 +832,51 @@ mod tests {
         // Another hole of the same tensor kind is untouched.
         let exponent = context(&t, "Merge[bf16].1".into(), 8);
         assert_eq!(p.leaf_contexts(&exponent), Contexts::ALL);
+    }
+
+    /// Short leaves (where no context coder was weighed) teach the leaf
+    /// model nothing: a norm's exponents do not switch the context coders
+    /// off for a large weight that shares their backoff context.
+    #[test]
+    fn short_leaves_do_not_teach_the_leaf_model() {
+        let w = bf16_like(50_000);
+        let mut t = up_proj(&w[..4000]);
+        t.name = "blk.0.norm.weight";
+        let frozen = Shape::Merge(
+            Split::Float(Dtype::BF16),
+            vec![Shape::Lit(Some(crate::entropy::Codec::Rans0)); 3],
+        );
+        let mut p = Prior::uniform();
+        for _ in 0..20 {
+            for (c, codec) in leaves_of(&t, &frozen) {
+                p.observe_leaf(&c, codec);
+            }
+        }
+        let mut big = up_proj(&w);
+        big.total_words = 50_000_000;
+        big.name = "blk.0.ffn_up.weight";
+        let exponent = context(&big, "Merge[bf16].1".into(), 8);
+        assert_eq!(p.leaf_contexts(&exponent), crate::entropy::Contexts::ALL);
+        // The same leaves on a sample long enough do count.
+        for _ in 0..20 {
+            for (c, codec) in leaves_of(&big, &frozen) {
+                p.observe_leaf(&c, codec);
+            }
+        }
+        assert!(!p.leaf_contexts(&exponent).previous);
+    }
+
+    #[test]
+    fn samples_of_long_rows_are_whole_rows() {
+        // Rows of up to the sample's length: the sample starts on a row.
+        let (start, len) = sample_range(1 << 24, 1000);
+        assert_eq!((start % 1000, len), (0, SAMPLE_WORDS));
+        // Rows longer than the sample, up to WHOLE_WORDS: one whole row.
+        let row = SAMPLE_WORDS + 4608;
+        let (start, len) = sample_range(row * 300, row);
+        assert_eq!((start % row, len), (0, row));
+        // Small tensors are their own sample.
+        assert_eq!(sample_range(5000, 7), (0, 5000));
     }
 
     #[test]
