@@ -586,6 +586,15 @@ impl Workers {
         }
     }
 
+    /// A rayon scope whose body runs on the calling thread while its
+    /// spawned jobs run on the workers.
+    pub fn in_place_scope<'scope, R>(&self, op: impl FnOnce(&rayon::Scope<'scope>) -> R) -> R {
+        match self {
+            Workers::Global => rayon::in_place_scope(op),
+            Workers::Own(p) => p.in_place_scope(op),
+        }
+    }
+
     pub fn current_num_threads(&self) -> usize {
         match self {
             Workers::Global => rayon::current_num_threads(),

@@ -76,6 +76,9 @@ pub(crate) fn read_sample(src: &dyn ReadAt, s: &SegmentDesc) -> std::io::Result<
 /// A region's program bytes, the checksum of its source bytes, and them.
 type CodedRegion = (Vec<u8>, u64, Vec<u8>);
 
+/// A batch of regions (segment, region index) and what coding them gave.
+type CodedBatch<'a> = (&'a [(usize, u64)], Vec<Result<CodedRegion, EncodeError>>);
+
 /// A segment's shape, candidates judged, and its program if the search
 /// coded the whole segment.
 type Searched = (Shape, u32, Option<Node>);
@@ -228,28 +231,11 @@ fn encode_segments<W: Write + Seek>(
     let pool = pool(opts.threads);
     let region_words = region_words.clamp(1024, crate::dsl::MAX_NODE_WORDS);
 
-    std::thread::scope(|scope| -> Result<CompressReport, EncodeError> {
-        // The SHA-256 of the whole file is needed only for the preamble: with
-        // two threads or more it is computed beside everything else, with
-        // one over the regions as they are written (they tile the file in
-        // order).
-        let mut file_sha = if pool.current_num_threads() < 2 {
-            FileSha::Inline(Sha256::new(), 0)
-        } else {
-            FileSha::Beside(scope.spawn(|| -> Result<[u8; 32], EncodeError> {
-                let mut sha = Sha256::new();
-                let mut buf = vec![0u8; 4 << 20];
-                let mut pos = 0;
-                while pos < len {
-                    let k = ((len - pos) as usize).min(buf.len());
-                    src.read_exact_at(pos, &mut buf[..k])
-                        .map_err(|e| io(&label, e))?;
-                    sha.update(&buf[..k]);
-                    pos += k as u64;
-                }
-                Ok(sha.finalize().into())
-            }))
-        };
+    {
+        // The SHA-256 of the whole file (for the preamble) is taken over the
+        // regions as they are written: they tile the file in order.
+        let mut file_sha = Sha256::new();
+        let mut sha_at = 0u64;
 
         // Pass 1: duplicate candidates, by dtype, length and a hash of the
         // tensor's edges (first, middle and last 4 KiB). Only candidates
@@ -381,9 +367,9 @@ fn encode_segments<W: Write + Seek>(
             .flat_map(|(si, &(rw, total))| (0..total.div_ceil(rw)).map(move |r| (si, r)))
             .collect();
         let mut regions: Vec<Vec<Region>> = vec![Vec::new(); descs.len()];
-        let inline_sha = matches!(file_sha, FileSha::Inline(..));
-        for batch in jobs.chunks(pool.current_num_threads() * 4) {
-            let coded: Vec<Result<CodedRegion, EncodeError>> = pool.install(|| {
+        // Code a batch of regions on the pool.
+        let code_batch = |batch: &[(usize, u64)]| -> Vec<Result<CodedRegion, EncodeError>> {
+            pool.install(|| {
                 batch
                     .par_iter()
                     .map(|&(si, r)| {
@@ -417,27 +403,29 @@ fn encode_segments<W: Write + Seek>(
                             Plan::Shape(shape) => code_region(shape, &bytes, d.width(), &cfg),
                         };
                         let checksum = xxh3(&bytes);
-                        // The source bytes go back only to be hashed in order.
-                        let bytes = if inline_sha { bytes } else { Vec::new() };
+                        // The source bytes go back to be hashed in order.
                         Ok((wire::write(&node), checksum, bytes))
                     })
                     .collect()
-            });
+            })
+        };
+        // Write a coded batch in order, hashing its source bytes.
+        let mut write_batch = |batch: &[(usize, u64)],
+                               coded: Vec<Result<CodedRegion, EncodeError>>|
+         -> Result<(), EncodeError> {
             for (&(si, r), c) in batch.iter().zip(coded) {
                 let (body, checksum, bytes) = c?;
                 let d = &descs[si];
                 let wb = d.dtype.word_bytes() as u64;
                 let (rw, total) = geometry[si];
                 let raw_len = rw.min(total - r * rw) * wb;
-                if let FileSha::Inline(sha, at) = &mut file_sha {
-                    assert_eq!(
-                        d.offset + r * rw * wb,
-                        *at,
-                        "regions tile the file in order"
-                    );
-                    sha.update(&bytes);
-                    *at += raw_len;
-                }
+                assert_eq!(
+                    d.offset + r * rw * wb,
+                    sha_at,
+                    "regions tile the file in order"
+                );
+                file_sha.update(&bytes);
+                sha_at += raw_len;
                 out.write_all(&body).map_err(|e| io("<output>", e))?;
                 regions[si].push(Region {
                     body_offset: body_pos,
@@ -447,6 +435,34 @@ fn encode_segments<W: Write + Seek>(
                 body_pos += body.len() as u64;
                 opts.progress.advance(raw_len);
             }
+            Ok(())
+        };
+        // With two threads or more, batch n is written (and hashed) on this
+        // thread while the pool codes batch n + 1.
+        let overlap = pool.current_num_threads() >= 2;
+        let mut pending: Option<CodedBatch<'_>> = None;
+        for batch in jobs.chunks(pool.current_num_threads() * 4) {
+            let coded = if overlap {
+                let mut next = None;
+                let mut written = Ok(());
+                pool.in_place_scope(|scope| {
+                    scope.spawn(|_| next = Some(code_batch(batch)));
+                    if let Some((b, c)) = pending.take() {
+                        written = write_batch(b, c);
+                    }
+                });
+                written?;
+                next.expect("the scope ran the batch")
+            } else {
+                code_batch(batch)
+            };
+            if let Some((b, c)) = pending.take() {
+                write_batch(b, c)?;
+            }
+            pending = Some((batch, coded));
+        }
+        if let Some((b, c)) = pending.take() {
+            write_batch(b, c)?;
         }
         let segments: Vec<Segment> = descs
             .iter()
@@ -459,13 +475,8 @@ fn encode_segments<W: Write + Seek>(
             })
             .collect();
         opts.progress.finish();
-        let sha256: [u8; 32] = match file_sha {
-            FileSha::Inline(sha, at) => {
-                assert_eq!(at, len, "regions tile the file");
-                sha.finalize().into()
-            }
-            FileSha::Beside(h) => h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?,
-        };
+        assert_eq!(sha_at, len, "regions tile the file");
+        let sha256: [u8; 32] = file_sha.finalize().into();
         let table = super::pack_table(&write_table(&segments));
         out.write_all(&table).map_err(|e| io("<output>", e))?;
         let pre = Preamble {
@@ -488,14 +499,7 @@ fn encode_segments<W: Write + Seek>(
             judged,
             search_seconds,
         })
-    })
-}
-
-/// The source's SHA-256: hashed in pass 1, or on a thread of its own.
-enum FileSha<'scope> {
-    /// Over the regions in order, and the file offset reached.
-    Inline(Sha256, u64),
-    Beside(std::thread::ScopedJoinHandle<'scope, Result<[u8; 32], EncodeError>>),
+    }
 }
 
 /// Code one region with a shape. The program is not executed here: the
