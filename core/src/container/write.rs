@@ -442,24 +442,20 @@ fn encode_segments<W: Write + Seek>(
         let overlap = pool.current_num_threads() >= 2;
         let mut pending: Option<CodedBatch<'_>> = None;
         for batch in jobs.chunks(pool.current_num_threads() * 4) {
-            let coded = if overlap {
-                let mut next = None;
-                let mut written = Ok(());
-                pool.in_place_scope(|scope| {
-                    scope.spawn(|_| next = Some(code_batch(batch)));
-                    if let Some((b, c)) = pending.take() {
-                        written = write_batch(b, c);
-                    }
-                });
-                written?;
-                next.expect("the scope ran the batch")
-            } else {
-                code_batch(batch)
-            };
-            if let Some((b, c)) = pending.take() {
-                write_batch(b, c)?;
+            if !overlap {
+                write_batch(batch, code_batch(batch))?;
+                continue;
             }
-            pending = Some((batch, coded));
+            let mut next = None;
+            let mut written = Ok(());
+            pool.in_place_scope(|scope| {
+                scope.spawn(|_| next = Some(code_batch(batch)));
+                if let Some((b, c)) = pending.take() {
+                    written = write_batch(b, c);
+                }
+            });
+            written?;
+            pending = Some((batch, next.expect("the scope ran the batch")));
         }
         if let Some((b, c)) = pending.take() {
             write_batch(b, c)?;
