@@ -454,7 +454,7 @@ fn wrap_as_safetensors(inp: &mut Input<'_>) -> Vec<u8> {
 ///
 /// Input: a mode byte (bit 0: the rest describes a safetensors file to build,
 /// else the rest is the file itself; bit 1: regions of 1024 words; bits 2-4:
-/// the search budget), then the file or its description.
+/// the search budget; bit 5: two threads), then the file or its description.
 pub fn roundtrip(data: &[u8]) {
     let mut inp = Input::new(data);
     let mode = inp.u8();
@@ -463,8 +463,10 @@ pub fn roundtrip(data: &[u8]) {
     } else {
         inp.rest().to_vec()
     };
+    // Two threads pipeline the writing and hashing of a batch with the
+    // coding of the next.
     let mut opts = CompressOptions::default()
-        .threads(1)
+        .threads(1 + ((mode >> 5) & 1) as usize)
         .budget(1 + ((mode >> 2) & 7) as u32);
     if mode & 2 != 0 {
         opts = opts.region_words(1024);
