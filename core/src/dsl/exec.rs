@@ -219,14 +219,7 @@ fn interleave_into<W: Copy>(
     {
         return Err(short());
     }
-    // Runs of one class within a period, each copied whole.
-    let mut runs: Vec<(usize, usize)> = Vec::new();
-    for &c in classes {
-        match runs.last_mut() {
-            Some((rc, len)) if *rc == c as usize => *len += 1,
-            _ => runs.push((c as usize, 1)),
-        }
-    }
+    let runs = super::class_runs(classes);
     let mut next = vec![0usize; k];
     out.reserve(n);
     let mut left = n;

@@ -346,24 +346,32 @@ pub fn deal<W: Copy>(words: &[W], classes: &[u8], k: usize) -> Vec<Vec<W>> {
             Vec::with_capacity(words.len() / p * per + per)
         })
         .collect();
-    // Runs of one class within a period (block fields: a few long runs),
-    // each copied whole.
-    let mut runs: Vec<(usize, usize, usize)> = Vec::new();
-    for (i, &c) in classes.iter().enumerate() {
-        match runs.last_mut() {
-            Some((rc, _, end)) if *rc == c as usize && *end == i => *end = i + 1,
-            _ => runs.push((c as usize, i, i + 1)),
-        }
-    }
+    let runs = class_runs(classes);
     for block in words.chunks(p) {
-        for &(c, start, end) in &runs {
+        let mut start = 0;
+        for &(c, len) in &runs {
             if start >= block.len() {
                 break;
             }
-            out[c].extend_from_slice(&block[start..end.min(block.len())]);
+            out[c].extend_from_slice(&block[start..(start + len).min(block.len())]);
+            start += len;
         }
     }
     out
+}
+
+/// The runs of one class within a period, `(class, length)` in order: block
+/// fields are a few long runs, each copied whole by [`deal`] and by the
+/// decoder.
+pub(crate) fn class_runs(classes: &[u8]) -> Vec<(usize, usize)> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &c in classes {
+        match runs.last_mut() {
+            Some((rc, len)) if *rc == c as usize => *len += 1,
+            _ => runs.push((c as usize, 1)),
+        }
+    }
+    runs
 }
 
 /// Words of each class in a stream of `n` words dealt with `classes`.

@@ -490,7 +490,7 @@ pub fn encode_best<W: Word>(
         }
         // Context coders need many words to pay for their tables.
         if opts.contexts.any() && n >= CONTEXT_MIN_WORDS {
-            let min_ctx = (n / 512).max(512);
+            let min_ctx = min_ctx_count(n, 1.0);
             if opts.contexts.previous {
                 let ctx = Context::Previous;
                 let counts = rans_count(Codec::Rans1.fit(n), &syms, &ctx);
@@ -538,12 +538,12 @@ pub fn encode_with<W: Word>(
         Codec::Huffman => huffman::encode(words),
         Codec::Rans0 | Codec::Rans0x32 => rans_counted(codec, &to_bytes(words), Context::None, 0),
         Codec::Rans1 | Codec::Rans1x32 => {
-            let min_ctx = (words.len() / 512).max(512);
+            let min_ctx = min_ctx_count(words.len(), 1.0);
             rans_counted(codec, &to_bytes(words), Context::Previous, min_ctx)
         }
         Codec::RansCond { .. } | Codec::RansCondx32 { .. } => {
             let sib = to_bytes(sibling.expect("conditional coder needs its sibling"));
-            let min_ctx = (words.len() / 512).max(512);
+            let min_ctx = min_ctx_count(words.len(), 1.0);
             rans_counted(codec, &to_bytes(words), Context::Sibling(&sib), min_ctx)
         }
         Codec::Zstd => zstd_compress(&raw_bytes(words, width), 19).unwrap_or_default(),
@@ -763,14 +763,8 @@ impl<'a, W: Word> Priced<'a, W> {
             }
             Codec::Rans0 | Codec::Rans0x32 => {
                 if self.counts0.is_none()
-                    && screen(
-                        self.syms(),
-                        n,
-                        width,
-                        c,
-                        !self.as_best || self.overhead < 1.0,
-                        self.overhead,
-                    ) >= self.cheapest()
+                    && screen(self.syms(), n, width, c, self.margin(), self.overhead)
+                        >= self.cheapest()
                 {
                     return None;
                 }
@@ -797,15 +791,7 @@ impl<'a, W: Word> Priced<'a, W> {
             Codec::PackedRans0 | Codec::PackedRans0x32 => {
                 assert!(width <= 4, "packed rANS takes words of at most 4 bits");
                 let packed = pack_bits(self.words, width as u32);
-                if screen(
-                    &packed,
-                    n,
-                    width,
-                    c,
-                    !self.as_best || self.overhead < 1.0,
-                    self.overhead,
-                ) >= self.cheapest()
-                {
+                if screen(&packed, n, width, c, self.margin(), self.overhead) >= self.cheapest() {
                     return None;
                 }
                 let counts = rans_count(c, &packed, &Context::None);
@@ -827,22 +813,25 @@ impl<'a, W: Word> Priced<'a, W> {
     /// every rANS codec that may win and compares exact sizes, it has none,
     /// and context coders must win by [`CONTEXT_MARGIN`].
     fn estimate(&mut self, c: Codec, counts: Option<&rans::Counts>, min_ctx: usize) -> f64 {
-        let (as_best, overhead) = (self.as_best, self.overhead);
+        let (as_best, margin, overhead) = (self.as_best, self.margin(), self.overhead);
         let counts = match counts {
             Some(c) => c,
             None => self.order0(),
         };
         let states = 4.0 * (lanes(c) - rans::LANES) as f64;
-        if !as_best {
-            return rans::estimate_counted(counts, min_ctx) + states;
-        }
-        let est =
-            rans::estimate_unbiased(counts, min_ctx, overhead < 1.0, overhead) + states * overhead;
-        if counts.contextual() {
+        let est = rans::estimate_with(counts, min_ctx, margin, overhead) + states * overhead;
+        if as_best && counts.contextual() {
             est / (1.0 - CONTEXT_MARGIN)
         } else {
             est
         }
+    }
+
+    /// Whether estimates keep the writer's margin: writing, and pricing a
+    /// sample whose region will be written that way; not when pricing as
+    /// [`encode_best`] decides a whole stream.
+    fn margin(&self) -> bool {
+        !self.as_best || self.overhead < 1.0
     }
 
     /// The order-0 counts, counted once.

@@ -220,7 +220,7 @@ mod x86 {
         assert_eq!(packed.len(), enc.len() * 256);
         // SAFETY: the CPU has AVX-512 F, BW and VL and the bounds hold
         // (both checked above).
-        unsafe { run_enc(enc, &packed, tables, x, syms, sib, rounds, buf, p) }
+        unsafe { run_enc(&packed, tables, x, syms, sib, rounds, buf, p) }
     }
 
     /// The context values of `sib` (`[lo, lo + 64)`) whose tables the
@@ -244,7 +244,6 @@ mod x86 {
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     unsafe fn run_enc(
-        enc: &[[super::EncSym; 256]],
         packed: &[u64],
         tables: &[u32; 256],
         x: &mut [u32; LANES],
@@ -275,7 +274,7 @@ mod x86 {
         // in registers (`EncSym::packed`, 64 lanes of `m` and of the rest),
         // and two-source permutes replace the four gathers.
         let narrow = match sib {
-            None => narrow_table(&enc[0]),
+            None => narrow_table(&packed[..256]),
             Some(_) => None,
         };
         let field = _mm512_set1_epi32(0xFFF);
@@ -390,12 +389,12 @@ mod x86 {
         *p = at;
     }
 
-    /// `(lo, [m, rest])` of a table whose present symbols (non-zero
-    /// entries) all lie in `[lo, lo + 64)`: 64 entries from `lo` on, in
-    /// four vectors of 16 per half of [`super::EncSym::packed`].
+    /// `(lo, [m, rest])` of a table (256 entries of
+    /// [`super::EncSym::packed`]) whose present symbols (non-zero entries)
+    /// all lie in `[lo, lo + 64)`: 64 entries from `lo` on, in four vectors
+    /// of 16 per half.
     #[target_feature(enable = "avx512f")]
-    fn narrow_table(t: &[super::EncSym; 256]) -> Option<(__m512i, [[__m512i; 4]; 2])> {
-        let packed = t.map(|e| e.packed());
+    fn narrow_table(packed: &[u64]) -> Option<(__m512i, [[__m512i; 4]; 2])> {
         let present = || packed.iter().enumerate().filter(|e| *e.1 != 0).map(|e| e.0);
         let lo = present().next()?;
         let hi = present().next_back()?;

@@ -332,18 +332,22 @@ fn context(t: &Target<'_>, parent: String, width: u8) -> HoleContext {
 #[derive(Debug, Clone, Copy)]
 pub struct Leaves<'a> {
     prior: &'a Prior,
-    target: &'a Target<'a>,
+    /// The target's hole context, its parent and width to be filled in
+    /// (its role and size class worked out once).
+    hole: &'a HoleContext,
 }
 
 impl Leaves<'_> {
     /// The context coders a literal of `width` bits under `parent` weighs.
     pub fn contexts(&self, parent: &str, width: u8) -> crate::entropy::Contexts {
-        self.prior
-            .leaf_contexts(&context(self.target, parent.to_owned(), width))
+        self.prior.leaf_contexts(&HoleContext {
+            parent: parent.to_owned(),
+            width,
+            ..self.hole.clone()
+        })
     }
 }
 
-/// Visit every node of a shape with the context of the hole it fills.
 /// Visit every node of a shape with the context of the hole it fills and
 /// the number of words it codes in the sample.
 fn walk_holes<'s>(t: &Target<'_>, s: &'s Shape, f: &mut impl FnMut(HoleContext, &'s Shape, u64)) {
@@ -415,13 +419,12 @@ fn planes_may_win(t: &Target<'_>, incumbent: usize) -> bool {
     if t.width < 16 || !t.width.is_multiple_of(8) {
         return false;
     }
-    let planes = Split::BytePlanes(t.width).split(t.words);
+    let Some(planes) = Split::BytePlanes(t.width).split_bytes(t.words) else {
+        return false;
+    };
     let quick: usize = planes
         .iter()
-        .map(|p| {
-            let bytes: Vec<u8> = p.iter().map(|&b| b as u8).collect();
-            crate::entropy::zstd_compress(&bytes, 1).map_or(usize::MAX / 8, |z| z.len())
-        })
+        .map(|p| crate::entropy::zstd_compress(p, 1).map_or(usize::MAX / 8, |z| z.len()))
         .sum();
     quick < incumbent
 }
@@ -433,6 +436,7 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
     // (and its leaves' codecs) is kept, and regions are coded again.
     let priced = t.total_words > t.words.len() as u64;
     let region = t.total_words.min(t.region).max(1);
+    let hole = context(t, String::new(), t.width);
     let cfg = Instantiate {
         priced,
         overhead: if priced {
@@ -440,7 +444,7 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
         } else {
             1.0
         },
-        leaves: (!prior.is_uniform()).then_some(Leaves { prior, target: t }),
+        leaves: (!prior.is_uniform()).then_some(Leaves { prior, hole: &hole }),
         ..Instantiate::default()
     };
     let lit = Shape::Lit(None);

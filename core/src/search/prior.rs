@@ -72,25 +72,32 @@ pub struct Prior {
 /// Weight of the backoff distribution relative to the observed counts.
 const SMOOTHING: f64 = 0.5;
 
-/// The leaf codecs a literal may win with (canonical 4-state names), the
-/// choices of the leaf model: flat, order 0, order 1, and conditioned on
-/// each of up to [`MAX_SIBLINGS`] earlier siblings.
-fn leaf_choices() -> Vec<String> {
-    let mut v: Vec<String> = [
-        "raw",
-        "bits",
-        "huff",
-        "rans0",
-        "pack+rans0",
-        "zstd",
-        "rans1",
-    ]
-    .into_iter()
-    .map(String::from)
-    .collect();
-    v.extend((0..MAX_SIBLINGS).map(|i| format!("rans|{i}")));
-    v
-}
+/// The leaf codecs a literal may win with (canonical 4-state names,
+/// [`Codec::name`]), the choices of the leaf model: flat, order 0, order 1
+/// (at [`RANS1`]), and conditioned on each of the [`MAX_SIBLINGS`] earlier
+/// siblings (from [`RANS1`] + 1 on).
+const LEAF_CHOICES: [&str; 17] = [
+    "raw",
+    "bits",
+    "huff",
+    "rans0",
+    "pack+rans0",
+    "zstd",
+    "rans1",
+    "rans|0",
+    "rans|1",
+    "rans|2",
+    "rans|3",
+    "rans|4",
+    "rans|5",
+    "rans|6",
+    "rans|7",
+    "rans|8",
+    "rans|9",
+];
+
+/// Index of order 1 in [`LEAF_CHOICES`].
+const RANS1: usize = 6;
 
 /// Siblings the leaf model knows (the longest float split, f64, has 10
 /// fields).
@@ -129,20 +136,21 @@ impl Prior {
         if self.leaves.is_empty() && self.leaf_backoff.is_empty() {
             return Contexts::ALL;
         }
-        let choices = leaf_choices();
-        let names: Vec<&str> = choices.iter().map(String::as_str).collect();
-        let uniform = vec![1.0 / names.len() as f64; names.len()];
-        let back = smooth(self.leaf_backoff.get(&ctx.backoff_key()), &names, &uniform);
-        let p = smooth(self.leaves.get(&ctx.full_key()), &names, &back);
-        let at = |name: &str| names.iter().position(|n| *n == name).map_or(1.0, |i| p[i]);
+        let uniform = [1.0 / LEAF_CHOICES.len() as f64; LEAF_CHOICES.len()];
+        let back = smooth(
+            self.leaf_backoff.get(&ctx.backoff_key()),
+            &LEAF_CHOICES,
+            &uniform,
+        );
+        let p = smooth(self.leaves.get(&ctx.full_key()), &LEAF_CHOICES, &back);
         let mut siblings = u32::MAX << MAX_SIBLINGS;
-        for i in 0..MAX_SIBLINGS {
-            if at(&format!("rans|{i}")) >= LEAF_SKIP_P {
+        for i in 0..MAX_SIBLINGS as usize {
+            if p[RANS1 + 1 + i] >= LEAF_SKIP_P {
                 siblings |= 1 << i;
             }
         }
         Contexts {
-            previous: at("rans1") >= LEAF_SKIP_P,
+            previous: p[RANS1] >= LEAF_SKIP_P,
             siblings,
         }
     }
