@@ -856,7 +856,17 @@ impl<'a, W: Word> Priced<'a, W> {
                 Price::Encoded(p) => p,
                 Price::Exact => match c {
                     Codec::Raw => raw_bytes(self.words, width),
-                    Codec::BitPack => bitpack(self.words, self.k),
+                    Codec::BitPack => match &self.packed {
+                        // The words already packed for packed rANS, at
+                        // the same width: the same bytes.
+                        Some(p) if self.k == width as u32 => {
+                            let mut out = Vec::with_capacity(1 + p.len());
+                            out.push(width);
+                            out.extend_from_slice(p);
+                            out
+                        }
+                        _ => bitpack(self.words, self.k),
+                    },
                     _ => huffman::encode(self.words),
                 },
                 Price::Counted(counts) => {
