@@ -394,3 +394,49 @@ fn regression_14_unknown_dtype_round_trips() {
     // (Which segments the tensors became is checked in brevis-core's
     // layout tests: a file this small may be coded whole.)
 }
+
+/// #9: `--prior` takes only a prior file; versions 1 and 2 load.
+#[test]
+fn regression_9_prior_must_be_a_prior() {
+    let d = model_dir();
+    let p = d.path();
+    for (file, text, why) in [
+        (
+            "config.json",
+            r#"{"architectures": ["BertModel"], "hidden_size": 384}"#,
+            "version",
+        ),
+        ("empty.json", "{}", "version"),
+        ("list.json", "[]", "not a JSON object"),
+        ("foo.json", r#"{"foo": 1}"#, "version"),
+        ("future.json", r#"{"version": 999}"#, "version 999"),
+        ("tables.json", r#"{"version": 2, "full": {}}"#, "backoff"),
+    ] {
+        std::fs::write(p.join(file), text).unwrap();
+        let o = run(p, &["compress", "model.safetensors", "--prior", file]);
+        assert_eq!(o.code, 2, "{file}: exit {}: {}", o.code, o.stderr);
+        assert!(
+            o.stderr.contains(file) && o.stderr.contains(why),
+            "{file}: {}",
+            o.stderr
+        );
+        assert!(!p.join("model.safetensors.brv").exists(), "{file}");
+    }
+    // A version-1 prior (no leaf model), as written before version 2.
+    std::fs::write(
+        p.join("v1.json"),
+        r#"{"version": 1, "full": {"BF16|16|top|embed.2d|3": {"Merge": 1}},
+            "backoff": {"BF16|16|top": {"Merge": 1}}, "tensors": 1, "source": ["m.safetensors"]}"#,
+    )
+    .unwrap();
+    let o = run(p, &["compress", "model.safetensors", "--prior", "v1.json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // And one written now (version 2).
+    let o = run(p, &["prior", "learn", "model.safetensors", "-o", "v2.json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = run(
+        p,
+        &["compress", "model.safetensors", "--prior", "v2.json", "-f"],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+}
