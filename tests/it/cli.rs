@@ -440,3 +440,88 @@ fn regression_9_prior_must_be_a_prior() {
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
 }
+
+/// #16: bench JSON has the path, the archive bytes and a total; zstd -19
+/// skipped is null (and `-` in the table), not 0.0.
+#[test]
+fn regression_16_bench_json_paths_totals_and_nulls() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    let model = harness::sample_safetensors();
+    for sub in ["a", "b"] {
+        std::fs::create_dir(p.join(sub)).unwrap();
+        std::fs::write(p.join(sub).join("model.safetensors"), &model).unwrap();
+    }
+    let args = [
+        "bench",
+        "a/model.safetensors",
+        "b/model.safetensors",
+        "--no-zstd19",
+        "--no-prior",
+    ];
+    let o = run(p, &[&args[..], &["--json"]].concat());
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("bench --json is JSON");
+    let models = v["models"].as_array().expect("models");
+    assert_eq!(models.len(), 2);
+    let paths: Vec<&str> = models.iter().map(|m| m["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["a/model.safetensors", "b/model.safetensors"]);
+    let mut archive = 0;
+    for m in models {
+        assert!(m["mb_per_s"]["zstd19_compress"].is_null(), "{m}");
+        assert!(m["ratio"]["zstd19"].is_null(), "{m}");
+        assert!(m["prior_learn_seconds"].is_null(), "{m}");
+        let a = m["archive_bytes"].as_u64().expect("archive_bytes");
+        assert!(a > 0);
+        let ratio = m["ratio"]["brevis"].as_f64().unwrap();
+        assert!((ratio - a as f64 / model.len() as f64).abs() < 1e-12, "{m}");
+        archive += a;
+    }
+    let t = &v["total"];
+    assert_eq!(t["bytes"], 2 * model.len() as u64, "{t}");
+    assert_eq!(t["archive_bytes"], archive, "{t}");
+    assert_eq!(t["files"], 2, "{t}");
+    let ratio = t["ratio"]["brevis"].as_f64().unwrap();
+    assert!((ratio - archive as f64 / (2 * model.len()) as f64).abs() < 1e-12);
+    assert!(t["ratio"]["zstd19"].is_null(), "{t}");
+    // The table: `-` where nothing was measured, each row told apart.
+    let o = run(p, &args);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let rows: Vec<&str> = o.stdout.lines().filter(|l| l.contains("/model")).collect();
+    assert_eq!(rows.len(), 4, "{}", o.stdout);
+    for r in rows {
+        if r.contains(" / ") {
+            // Speeds: zstd -19 and the prior's learning were not measured.
+            assert!(r.ends_with("| - | - |"), "{r}");
+        } else {
+            assert!(r.contains("| - |"), "{r}");
+        }
+    }
+    assert!(o.stdout.contains("| total |"), "{}", o.stdout);
+}
+
+/// #21: an empty input has one ratio (1.0, `brevis_core::ratio`) in
+/// compress, inspect and bench.
+#[test]
+fn regression_21_empty_input_ratio_is_one_everywhere() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    std::fs::write(p.join("empty.bin"), b"").unwrap();
+    let o = run(p, &["compress", "empty.bin", "--json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["files"][0]["ratio"], 1.0, "{v}");
+    assert_eq!(v["ratio"], 1.0, "{v}");
+    let o = run(p, &["inspect", "empty.bin.brv"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("(1.0000)"), "{}", o.stdout);
+    let o = run(p, &["bench", "empty.bin", "--json", "--no-prior"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    for r in [&v["models"][0]["ratio"], &v["total"]["ratio"]] {
+        for k in ["brevis", "order0_ref", "zstd3", "zstd19"] {
+            assert_eq!(r[k], 1.0, "{k}: {v}");
+        }
+    }
+    assert_eq!(v["models"][0]["bytes"], 0, "{v}");
+}
