@@ -14,22 +14,52 @@ use crate::Outcome;
 use crate::local::BenchArgs;
 use crate::progress::Ui;
 
+/// Sums over the files of one path (or over all paths). zstd -19 and the
+/// prior's learning are `None` when not measured (`--no-zstd19`; a prior
+/// given or `--no-prior`).
 #[derive(Default, Clone)]
 struct Totals {
     bytes: u64,
     brevis: u64,
     order0_bits: f64,
     zstd3: u64,
-    zstd19: u64,
+    zstd19: Option<u64>,
     c1: f64,
     cn: f64,
     d1: f64,
     dn: f64,
     z3c: f64,
     z3d: f64,
-    z19c: f64,
-    learn: f64,
+    z19c: Option<f64>,
+    learn: Option<f64>,
     files: usize,
+}
+
+impl Totals {
+    /// Ratios beside the original bytes ([`brevis_core::ratio`]: 1.0 for
+    /// an empty input); absent measurements are null.
+    fn ratios(&self) -> serde_json::Value {
+        let r = |x: u64| brevis_core::ratio(x, self.bytes);
+        // The order-0 reference in bytes, a fraction.
+        let order0 = if self.bytes == 0 {
+            r(0)
+        } else {
+            self.order0_bits / 8.0 / self.bytes as f64
+        };
+        json!({"brevis": r(self.brevis), "order0_ref": order0,
+               "zstd3": r(self.zstd3), "zstd19": self.zstd19.map(r)})
+    }
+
+    /// Add `o`'s files and sizes (the total's; not its times): zstd -19 is
+    /// in the sum only if measured in both.
+    fn add_sizes(&mut self, o: &Totals) {
+        self.files += o.files;
+        self.bytes += o.bytes;
+        self.brevis += o.brevis;
+        self.order0_bits += o.order0_bits;
+        self.zstd3 += o.zstd3;
+        self.zstd19 = self.zstd19.zip(o.zstd19).map(|(a, b)| a + b);
+    }
 }
 
 fn mbps(bytes: u64, secs: f64) -> f64 {
@@ -38,6 +68,12 @@ fn mbps(bytes: u64, secs: f64) -> f64 {
     } else {
         bytes as f64 / 1e6 / secs
     }
+}
+
+/// A number with `decimals`, or `-` when absent (JSON null).
+fn cell(v: &serde_json::Value, decimals: usize) -> String {
+    v.as_f64()
+        .map_or_else(|| "-".into(), |x| format!("{x:.decimals$}"))
 }
 
 fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
@@ -130,12 +166,16 @@ pub fn run(a: BenchArgs, ui: &Ui) -> Result<Outcome> {
             .filter(|f| f.extension().is_some_and(|e| e == "safetensors"))
             .map(|f| f.as_path())
             .collect();
-        let mut t = Totals::default();
+        let mut t = Totals {
+            zstd19: (!a.no_zstd19).then_some(0),
+            z19c: (!a.no_zstd19).then_some(0.0),
+            ..Totals::default()
+        };
         let prior = if let Some(pp) = &a.prior {
             Some(Arc::new(crate::local::load_prior(pp)?))
         } else if !a.no_prior && !shards.is_empty() {
             let (p, secs) = timed(|| Prior::learn(&shards, &LearnOptions::default().threads(all)));
-            t.learn = secs;
+            t.learn = Some(secs);
             Some(Arc::new(p?))
         } else {
             None
@@ -174,65 +214,87 @@ pub fn run(a: BenchArgs, ui: &Ui) -> Result<Outcome> {
             let (z3, z3c) = timed(|| zstd::bulk::compress(&data, 3));
             let z3 = z3?;
             let (_, z3d) = timed(|| zstd::bulk::decompress(&z3, data.len()));
-            let (z19, z19c) = if a.no_zstd19 {
-                (Vec::new(), 0.0)
+            let z19 = if a.no_zstd19 {
+                None
             } else {
                 let (z, s) = timed(|| zstd::bulk::compress(&data, 19));
-                (z?, s)
+                Some((z?.len() as u64, s))
             };
             t.bytes += data.len() as u64;
             t.brevis += ar1.len() as u64;
             t.order0_bits += order0_bits(&data, &ar1)?;
             t.zstd3 += z3.len() as u64;
-            t.zstd19 += z19.len() as u64;
+            if let Some((len, secs)) = z19 {
+                t.zstd19 = t.zstd19.map(|x| x + len);
+                t.z19c = t.z19c.map(|x| x + secs);
+            }
             t.c1 += c1;
             t.cn += cn;
             t.d1 += d1;
             t.dn += dn;
             t.z3c += z3c;
             t.z3d += z3d;
-            t.z19c += z19c;
             t.files += 1;
         }
-        models.push((name, t));
+        models.push((name, p.display().to_string(), t));
     }
     let rows: Vec<_> = models
         .iter()
-        .map(|(name, t)| {
-            let b = t.bytes.max(1) as f64;
+        .map(|(name, path, t)| {
             json!({
-                "model": name, "files": t.files, "bytes": t.bytes,
-                "ratio": {"brevis": t.brevis as f64 / b, "order0_ref": t.order0_bits / 8.0 / b,
-                          "zstd3": t.zstd3 as f64 / b, "zstd19": if a.no_zstd19 { serde_json::Value::Null } else { json!(t.zstd19 as f64 / b) }},
+                "model": name, "path": path, "files": t.files, "bytes": t.bytes,
+                "archive_bytes": t.brevis, "ratio": t.ratios(),
                 "mb_per_s": {"brevis_compress_1t": mbps(t.bytes, t.c1), "brevis_compress_all": mbps(t.bytes, t.cn),
                              "brevis_decompress_1t": mbps(t.bytes, t.d1), "brevis_decompress_all": mbps(t.bytes, t.dn),
                              "zstd3_compress": mbps(t.bytes, t.z3c), "zstd3_decompress": mbps(t.bytes, t.z3d),
-                             "zstd19_compress": mbps(t.bytes, t.z19c)},
+                             "zstd19_compress": t.z19c.map(|s| mbps(t.bytes, s))},
                 "threads_all": all, "prior_learn_seconds": t.learn,
                 "brevis_compress_seconds_1t": t.c1,
             })
         })
         .collect();
+    let mut sum = Totals {
+        zstd19: (!a.no_zstd19).then_some(0),
+        ..Totals::default()
+    };
+    for (_, _, t) in &models {
+        sum.add_sizes(t);
+    }
+    let total = json!({
+        "files": sum.files, "bytes": sum.bytes, "archive_bytes": sum.brevis, "ratio": sum.ratios(),
+    });
     if a.json {
         outln!(
             "{}",
-            serde_json::to_string_pretty(&json!({"models": rows}))?
+            serde_json::to_string_pretty(&json!({"models": rows, "total": total}))?
         );
         return Ok(Outcome::Ok);
     }
+    // A model is named by its folder's name, or by the path as given when
+    // two share that name.
+    let label = |r: &serde_json::Value| -> String {
+        let name = r["model"].as_str().unwrap_or("");
+        if rows.iter().filter(|o| o["model"] == r["model"]).count() > 1 {
+            r["path"].as_str().unwrap_or(name).to_owned()
+        } else {
+            name.to_owned()
+        }
+    };
     outln!("| model | MB | order-0 ref | zstd -3 | zstd -19 | Brevis |");
     outln!("|---|---|---|---|---|---|");
-    for r in &rows {
+    let mut lines: Vec<(String, &serde_json::Value)> = rows.iter().map(|r| (label(r), r)).collect();
+    if rows.len() > 1 {
+        lines.push(("total".into(), &total));
+    }
+    for (name, r) in &lines {
         outln!(
-            "| {} | {:.1} | {:.4} | {:.4} | {} | {:.4} |",
-            r["model"].as_str().unwrap_or(""),
+            "| {} | {:.1} | {} | {} | {} | {} |",
+            name,
             r["bytes"].as_u64().unwrap_or(0) as f64 / 1e6,
-            r["ratio"]["order0_ref"].as_f64().unwrap_or(0.0),
-            r["ratio"]["zstd3"].as_f64().unwrap_or(0.0),
-            r["ratio"]["zstd19"]
-                .as_f64()
-                .map_or("-".into(), |v| format!("{v:.4}")),
-            r["ratio"]["brevis"].as_f64().unwrap_or(0.0),
+            cell(&r["ratio"]["order0_ref"], 4),
+            cell(&r["ratio"]["zstd3"], 4),
+            cell(&r["ratio"]["zstd19"], 4),
+            cell(&r["ratio"]["brevis"], 4),
         );
     }
     outln!("\nMB/s of original bytes (compress / decompress):\n");
@@ -240,18 +302,18 @@ pub fn run(a: BenchArgs, ui: &Ui) -> Result<Outcome> {
     outln!("|---|---|---|---|---|---|");
     for r in &rows {
         let m = &r["mb_per_s"];
-        let f = |k: &str| m[k].as_f64().unwrap_or(0.0);
+        let f = |k: &str| cell(&m[k], 0);
         outln!(
-            "| {} | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} / {:.0} | {:.1} | {:.1} |",
-            r["model"].as_str().unwrap_or(""),
+            "| {} | {} / {} | {} / {} | {} / {} | {} | {} |",
+            label(r),
             f("brevis_compress_1t"),
             f("brevis_decompress_1t"),
             f("brevis_compress_all"),
             f("brevis_decompress_all"),
             f("zstd3_compress"),
             f("zstd3_decompress"),
-            f("zstd19_compress"),
-            r["prior_learn_seconds"].as_f64().unwrap_or(0.0),
+            cell(&m["zstd19_compress"], 1),
+            cell(&r["prior_learn_seconds"], 1),
         );
     }
     Ok(Outcome::Ok)

@@ -341,7 +341,7 @@ pub fn compress(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 { 1.0 } else { a as f64 / b as f64 }
+    brevis_core::ratio(a, b)
 }
 
 pub fn decompress(a: DecompressArgs, ui: &Ui) -> Result<Outcome> {

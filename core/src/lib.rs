@@ -37,7 +37,7 @@ pub mod search;
 
 pub use container::{
     ArchiveInfo, CompressOptions, CompressReport, DecompressOptions, DecompressReport, compress,
-    compress_file, decompress, decompress_file, decompress_to, read_info,
+    compress_file, decompress, decompress_file, decompress_to, ratio, read_info,
 };
 pub use dtype::Dtype;
 pub use error::{DecodeError, EncodeError};

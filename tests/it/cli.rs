@@ -355,3 +355,173 @@ fn help_of_every_subcommand_has_an_example() {
     }
     assert!(missing.is_empty(), "--help without an Example: {missing:?}");
 }
+
+/// #14: a safetensors file with a dtype that has no wire id (C64) beside a
+/// BF16 tensor compresses (its bytes opaque) and decompresses to the same
+/// bytes.
+#[test]
+fn regression_14_unknown_dtype_round_trips() {
+    let tensors = harness::sample_tensors();
+    let bf16 = tensors
+        .iter()
+        .find(|t| t.dtype == "BF16")
+        .expect("a BF16 tensor")
+        .clone();
+    let c64 = harness::TensorSpec {
+        name: "spectrum".into(),
+        dtype: "C64",
+        shape: vec![3, 7],
+        data: (0..3 * 7 * 8).map(|i| (i * 37 % 256) as u8).collect(),
+        gap_before: 0,
+    };
+    let bytes = harness::build_safetensors(&[c64, bf16], &[("format", "pt")], b"");
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    std::fs::write(p.join("c64.safetensors"), &bytes).unwrap();
+    let o = run(p, &["compress", "c64.safetensors", "--no-prior", "-T", "1"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = run(
+        p,
+        &[
+            "decompress",
+            "c64.safetensors.brv",
+            "-o",
+            "back.safetensors",
+        ],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(std::fs::read(p.join("back.safetensors")).unwrap(), bytes);
+    // (Which segments the tensors became is checked in brevis-core's
+    // layout tests: a file this small may be coded whole.)
+}
+
+/// #9: `--prior` takes only a prior file; versions 1 and 2 load.
+#[test]
+fn regression_9_prior_must_be_a_prior() {
+    let d = model_dir();
+    let p = d.path();
+    for (file, text, why) in [
+        (
+            "config.json",
+            r#"{"architectures": ["BertModel"], "hidden_size": 384}"#,
+            "version",
+        ),
+        ("empty.json", "{}", "version"),
+        ("list.json", "[]", "not a JSON object"),
+        ("foo.json", r#"{"foo": 1}"#, "version"),
+        ("future.json", r#"{"version": 999}"#, "version 999"),
+        ("tables.json", r#"{"version": 2, "full": {}}"#, "backoff"),
+    ] {
+        std::fs::write(p.join(file), text).unwrap();
+        let o = run(p, &["compress", "model.safetensors", "--prior", file]);
+        assert_eq!(o.code, 2, "{file}: exit {}: {}", o.code, o.stderr);
+        assert!(
+            o.stderr.contains(file) && o.stderr.contains(why),
+            "{file}: {}",
+            o.stderr
+        );
+        assert!(!p.join("model.safetensors.brv").exists(), "{file}");
+    }
+    // A version-1 prior (no leaf model), as written before version 2.
+    std::fs::write(
+        p.join("v1.json"),
+        r#"{"version": 1, "full": {"BF16|16|top|embed.2d|3": {"Merge": 1}},
+            "backoff": {"BF16|16|top": {"Merge": 1}}, "tensors": 1, "source": ["m.safetensors"]}"#,
+    )
+    .unwrap();
+    let o = run(p, &["compress", "model.safetensors", "--prior", "v1.json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // And one written now (version 2).
+    let o = run(p, &["prior", "learn", "model.safetensors", "-o", "v2.json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = run(
+        p,
+        &["compress", "model.safetensors", "--prior", "v2.json", "-f"],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+}
+
+/// #16: bench JSON has the path, the archive bytes and a total; zstd -19
+/// skipped is null (and `-` in the table), not 0.0.
+#[test]
+fn regression_16_bench_json_paths_totals_and_nulls() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    let model = harness::sample_safetensors();
+    for sub in ["a", "b"] {
+        std::fs::create_dir(p.join(sub)).unwrap();
+        std::fs::write(p.join(sub).join("model.safetensors"), &model).unwrap();
+    }
+    let args = [
+        "bench",
+        "a/model.safetensors",
+        "b/model.safetensors",
+        "--no-zstd19",
+        "--no-prior",
+    ];
+    let o = run(p, &[&args[..], &["--json"]].concat());
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("bench --json is JSON");
+    let models = v["models"].as_array().expect("models");
+    assert_eq!(models.len(), 2);
+    let paths: Vec<&str> = models.iter().map(|m| m["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["a/model.safetensors", "b/model.safetensors"]);
+    let mut archive = 0;
+    for m in models {
+        assert!(m["mb_per_s"]["zstd19_compress"].is_null(), "{m}");
+        assert!(m["ratio"]["zstd19"].is_null(), "{m}");
+        assert!(m["prior_learn_seconds"].is_null(), "{m}");
+        let a = m["archive_bytes"].as_u64().expect("archive_bytes");
+        assert!(a > 0);
+        let ratio = m["ratio"]["brevis"].as_f64().unwrap();
+        assert!((ratio - a as f64 / model.len() as f64).abs() < 1e-12, "{m}");
+        archive += a;
+    }
+    let t = &v["total"];
+    assert_eq!(t["bytes"], 2 * model.len() as u64, "{t}");
+    assert_eq!(t["archive_bytes"], archive, "{t}");
+    assert_eq!(t["files"], 2, "{t}");
+    let ratio = t["ratio"]["brevis"].as_f64().unwrap();
+    assert!((ratio - archive as f64 / (2 * model.len()) as f64).abs() < 1e-12);
+    assert!(t["ratio"]["zstd19"].is_null(), "{t}");
+    // The table: `-` where nothing was measured, each row told apart.
+    let o = run(p, &args);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let rows: Vec<&str> = o.stdout.lines().filter(|l| l.contains("/model")).collect();
+    assert_eq!(rows.len(), 4, "{}", o.stdout);
+    for r in rows {
+        if r.contains(" / ") {
+            // Speeds: zstd -19 and the prior's learning were not measured.
+            assert!(r.ends_with("| - | - |"), "{r}");
+        } else {
+            assert!(r.contains("| - |"), "{r}");
+        }
+    }
+    assert!(o.stdout.contains("| total |"), "{}", o.stdout);
+}
+
+/// #21: an empty input has one ratio (1.0, `brevis_core::ratio`) in
+/// compress, inspect and bench.
+#[test]
+fn regression_21_empty_input_ratio_is_one_everywhere() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    std::fs::write(p.join("empty.bin"), b"").unwrap();
+    let o = run(p, &["compress", "empty.bin", "--json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["files"][0]["ratio"], 1.0, "{v}");
+    assert_eq!(v["ratio"], 1.0, "{v}");
+    let o = run(p, &["inspect", "empty.bin.brv"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("(1.0000)"), "{}", o.stdout);
+    let o = run(p, &["bench", "empty.bin", "--json", "--no-prior"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    for r in [&v["models"][0]["ratio"], &v["total"]["ratio"]] {
+        for k in ["brevis", "order0_ref", "zstd3", "zstd19"] {
+            assert_eq!(r[k], 1.0, "{k}: {v}");
+        }
+    }
+    assert_eq!(v["models"][0]["bytes"], 0, "{v}");
+}

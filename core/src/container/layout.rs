@@ -75,7 +75,14 @@ pub fn safetensors_segments(
         if s > pos {
             segs.push(SegmentDesc::bytes("__gap__", data_start + pos, s - pos));
         }
-        if e > s {
+        if e > s && t.dtype == Dtype::Bytes {
+            // A dtype with no wire id (C64, F8_E4M3FNUZ, one not yet
+            // known): its bytes are coded as the header's are.
+            segs.push(SegmentDesc {
+                shape: t.shape,
+                ..SegmentDesc::bytes(&t.name, t.offset, t.len)
+            });
+        } else if e > s {
             let aligned = t.len % t.dtype.word_bytes() as u64 == 0;
             segs.push(SegmentDesc {
                 kind: SegmentKind::Tensor,
@@ -103,14 +110,34 @@ pub fn safetensors_segments(
 pub struct TensorEntry {
     /// Name.
     pub name: String,
-    /// Element type.
+    /// Element type; [`Dtype::Bytes`] when the header's dtype has no wire
+    /// id here (e.g. `C64`, `F8_E4M3FNUZ`, or a later one): such a tensor
+    /// is an opaque bytes segment.
     pub dtype: Dtype,
+    /// The header's spelling of the dtype (`"BF16"`, `"C64"`, ...).
+    pub dtype_name: String,
     /// Shape.
     pub shape: Vec<u64>,
     /// Offset of its data in the file.
     pub offset: u64,
     /// Length of its data.
     pub len: u64,
+}
+
+/// One tensor's entry in a safetensors header, its dtype as written.
+#[derive(serde::Deserialize)]
+struct HeaderTensor {
+    dtype: String,
+    shape: Vec<u64>,
+    data_offsets: (u64, u64),
+}
+
+/// Bits per element of a safetensors dtype, when the safetensors crate
+/// knows it (it knows more dtypes than have wire ids here, e.g. `C64`).
+fn bitsize(dtype_name: &str) -> Option<u64> {
+    let d: safetensors::Dtype =
+        serde_json::from_value(serde_json::Value::String(dtype_name.into())).ok()?;
+    Some(d.bitsize() as u64)
 }
 
 /// Parse and validate a safetensors header: the data start and the tensors
@@ -145,15 +172,13 @@ pub fn parse_header(
             }
             continue;
         }
-        let info: safetensors::tensor::TensorInfo =
+        // The dtype is read as a string: one that neither this crate nor
+        // the safetensors crate knows still leaves a valid file.
+        let info: HeaderTensor =
             serde_json::from_value(v).map_err(|e| format!("tensor {name:?}: {e}"))?;
-        let dtype_name = serde_json::to_value(info.dtype)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let dtype = Dtype::from_safetensors(&dtype_name)
-            .ok_or_else(|| format!("tensor {name:?}: unsupported dtype {dtype_name}"))?;
-        let (s, e) = (info.data_offsets.0 as u64, info.data_offsets.1 as u64);
+        let dtype_name = info.dtype;
+        let dtype = Dtype::from_safetensors(&dtype_name).unwrap_or(Dtype::Bytes);
+        let (s, e) = (info.data_offsets.0, info.data_offsets.1);
         if e < s || e > data_len {
             return Err(format!(
                 "tensor {name:?}: data offsets [{s}, {e}) outside the {data_len} data bytes"
@@ -162,33 +187,33 @@ pub fn parse_header(
         let elems = info
             .shape
             .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
             .ok_or_else(|| format!("tensor {name:?}: shape overflows"))?;
-        let bits = elems
-            .checked_mul(info.dtype.bitsize() as u64)
-            .ok_or_else(|| format!("tensor {name:?}: size overflows"))?;
-        if bits.div_ceil(8) != e - s {
-            return Err(format!(
-                "tensor {name:?}: shape {:?} of {dtype_name} needs {} bytes, offsets give {}",
-                info.shape,
-                bits.div_ceil(8),
-                e - s
-            ));
+        // The size is checked wherever the element's width is known.
+        if let Some(bitsize) = bitsize(&dtype_name) {
+            let bits = elems
+                .checked_mul(bitsize)
+                .ok_or_else(|| format!("tensor {name:?}: size overflows"))?;
+            if bits.div_ceil(8) != e - s {
+                return Err(format!(
+                    "tensor {name:?}: shape {:?} of {dtype_name} needs {} bytes, offsets give {}",
+                    info.shape,
+                    bits.div_ceil(8),
+                    e - s
+                ));
+            }
         }
-        tensors.push((name, dtype, info.shape, s, e));
-    }
-    tensors.sort_by(|a, b| (a.3, a.4, &a.0).cmp(&(b.3, b.4, &b.0)));
-    let entries = tensors
-        .into_iter()
-        .map(|(name, dtype, shape, s, e)| TensorEntry {
+        tensors.push(TensorEntry {
             name,
             dtype,
-            shape: shape.iter().map(|&d| d as u64).collect(),
+            dtype_name,
+            shape: info.shape,
             offset: data_start + s,
             len: e - s,
-        })
-        .collect();
-    Ok(Some((data_start, entries)))
+        });
+    }
+    tensors.sort_by(|a, b| (a.offset, a.len, &a.name).cmp(&(b.offset, b.len, &b.name)));
+    Ok(Some((data_start, tensors)))
 }
 
 /// Tensors smaller than this are coded in groups (their programs' tables
@@ -300,7 +325,8 @@ mod tests {
         for h in [
             r#"{"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#,
             r#"{"x":{"dtype":"F32","shape":[2],"data_offsets":[0,800]}}"#,
-            r#"{"x":{"dtype":"Q9","shape":[2],"data_offsets":[0,8]}}"#,
+            r#"{"x":{"dtype":"C64","shape":[2],"data_offsets":[0,8]}}"#,
+            r#"{"x":{"dtype":7,"shape":[2],"data_offsets":[0,8]}}"#,
             r#"{"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}"#,
             r#"{"x": nope"#,
         ] {
@@ -311,5 +337,56 @@ mod tests {
             safetensors_segments(b"hello world, not a model", 24).unwrap(),
             None
         );
+    }
+
+    /// #14: a tensor whose dtype has no wire id (`C64`, `F8_E4M3FNUZ`, or
+    /// one no crate knows yet) is a bytes segment; the file still
+    /// compresses, the other tensors keep theirs, and it round-trips.
+    #[test]
+    fn issue_14_unknown_dtypes_are_opaque_bytes() {
+        let h = r#"{"__metadata__":{"format":"pt"},"a":{"dtype":"C64","shape":[64],"data_offsets":[0,512]},"b":{"dtype":"BF16","shape":[32,32],"data_offsets":[512,2560]},"c":{"dtype":"F8_E4M3FNUZ","shape":[3,5],"data_offsets":[2560,2575]},"d":{"dtype":"Q9_NEW","shape":[7],"data_offsets":[2575,2600]}}"#;
+        let mut f = (h.len() as u64).to_le_bytes().to_vec();
+        f.extend_from_slice(h.as_bytes());
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..2600 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            f.push(x as u8);
+        }
+        // bf16 near 1.0: the exponent bytes repeat.
+        for i in 0..1024 {
+            f[8 + h.len() + 512 + 2 * i + 1] = 0x3f;
+        }
+        let segs = safetensors_segments(&f, f.len() as u64).unwrap().unwrap();
+        let kinds: Vec<(&str, SegmentKind, Dtype)> = segs
+            .iter()
+            .map(|s| (s.name.as_str(), s.kind, s.dtype))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("__header__", SegmentKind::Bytes, Dtype::Bytes),
+                ("a", SegmentKind::Bytes, Dtype::Bytes),
+                ("b", SegmentKind::Tensor, Dtype::BF16),
+                ("c", SegmentKind::Bytes, Dtype::Bytes),
+                ("d", SegmentKind::Bytes, Dtype::Bytes),
+            ]
+        );
+        let (_, tensors) = parse_header(&f, f.len() as u64).unwrap().unwrap();
+        let names: Vec<&str> = tensors.iter().map(|t| t.dtype_name.as_str()).collect();
+        assert_eq!(names, ["C64", "BF16", "F8_E4M3FNUZ", "Q9_NEW"]);
+
+        let opts = crate::CompressOptions::default()
+            .strict_safetensors(true)
+            .whole_file(false)
+            .threads(1);
+        let archive = crate::compress(&f, &opts).expect("compresses");
+        assert_eq!(crate::decompress(&archive).expect("decompresses"), f);
+        let ar = crate::container::Archive::new(&archive[..]).unwrap();
+        let b = ar.find("b").expect("segment b");
+        assert_eq!(ar.segments()[b].desc.kind, SegmentKind::Tensor);
+        assert_eq!(ar.tensor("a").unwrap().unwrap(), &f[8 + h.len()..][..512]);
+        assert_eq!(ar.tensors().unwrap()[0].dtype_name, "C64");
     }
 }

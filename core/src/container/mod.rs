@@ -182,6 +182,25 @@ pub struct CompressReport {
     pub search_seconds: f64,
 }
 
+/// Compression ratio, `archive_len / original_len` (smaller is better):
+/// the one definition the CLI's `compress`, `inspect` and `bench` print.
+/// An empty original (`original_len == 0`) has ratio 1.0 by definition:
+/// there is nothing to make smaller, and `archive / 0` is no number (the
+/// archive's fixed cost, 72 bytes of preamble and a table, is in the
+/// archive length reported beside it).
+///
+/// ```
+/// assert_eq!(brevis_core::ratio(50, 100), 0.5);
+/// assert_eq!(brevis_core::ratio(75, 0), 1.0);
+/// ```
+pub fn ratio(archive_len: u64, original_len: u64) -> f64 {
+    if original_len == 0 {
+        1.0
+    } else {
+        archive_len as f64 / original_len as f64
+    }
+}
+
 /// What decompressing one archive produced.
 #[derive(Debug, Clone)]
 pub struct DecompressReport {

@@ -112,11 +112,17 @@ const MAX_SIBLINGS: u8 = 10;
 /// at 1/512 it is 0.001% larger, the five other models byte-identical.
 pub const LEAF_SKIP_P: f64 = 1.0 / 512.0;
 
+/// Version of the prior files this crate writes. Version 1 had no leaf
+/// model (`leaves`, `leaf_backoff`); version 2 added it.
+pub const PRIOR_VERSION: u32 = 2;
+/// Oldest prior file version [`Prior::from_json`] reads.
+pub const OLDEST_PRIOR_VERSION: u32 = 1;
+
 impl Prior {
     /// The uniform prior (no knowledge).
     pub fn uniform() -> Prior {
         Prior {
-            version: 2,
+            version: PRIOR_VERSION,
             ..Prior::default()
         }
     }
@@ -195,9 +201,49 @@ impl Prior {
         serde_json::to_string_pretty(self).unwrap_or_else(|_| "{}".into())
     }
 
-    /// Parse JSON written by [`Prior::to_json`].
+    /// Parse JSON written by [`Prior::to_json`] of this version or an
+    /// older one ([`OLDEST_PRIOR_VERSION`]..=[`PRIOR_VERSION`]). Any other
+    /// JSON is an error saying what is wrong: not an object, no `version`
+    /// or one this build does not read, or a table of that version missing
+    /// (`full` and `backoff`; from version 2 also `leaves` and
+    /// `leaf_backoff`). `tensors` and `source` are informational.
     pub fn from_json(s: &str) -> Result<Prior, DecodeError> {
-        serde_json::from_str(s).map_err(|e| DecodeError::Prior(e.to_string()))
+        let err = |m: String| DecodeError::Prior(m);
+        let v: serde_json::Value =
+            serde_json::from_str(s).map_err(|e| err(format!("not JSON: {e}")))?;
+        let Some(obj) = v.as_object() else {
+            return Err(err(
+                "not a JSON object: a prior is an object with a \"version\"".into(),
+            ));
+        };
+        let version = match obj.get("version") {
+            None => {
+                return Err(err(
+                    "no \"version\" field: not a Brevis prior (written by `brevis-hub prior learn`)"
+                        .into(),
+                ));
+            }
+            Some(x) => x
+                .as_u64()
+                .ok_or_else(|| err(format!("\"version\" is {x}, not a whole number")))?,
+        };
+        if !(OLDEST_PRIOR_VERSION as u64..=PRIOR_VERSION as u64).contains(&version) {
+            return Err(err(format!(
+                "version {version} is not one this build reads ({OLDEST_PRIOR_VERSION} to {PRIOR_VERSION})"
+            )));
+        }
+        let required: &[&str] = if version >= 2 {
+            &["full", "backoff", "leaves", "leaf_backoff"]
+        } else {
+            &["full", "backoff"]
+        };
+        if let Some(missing) = required.iter().find(|k| !obj.contains_key(**k)) {
+            return Err(err(format!(
+                "no \"{missing}\" table (a version-{version} prior has {})",
+                required.join(", ")
+            )));
+        }
+        serde_json::from_value(v).map_err(|e| err(e.to_string()))
     }
 }
 
@@ -273,4 +319,94 @@ pub fn role(name: &str, rank: usize) -> String {
 /// Size class of a tensor: log2 of its word count, in steps of 4.
 pub fn bucket(words: u64) -> u8 {
     ((64 - words.leading_zeros()) / 4) as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// #9: only prior files load; anything else is an error saying why.
+    #[test]
+    fn issue_9_other_json_is_rejected() {
+        for (text, why) in [
+            ("{}", "no \"version\""),
+            ("[]", "not a JSON object"),
+            ("null", "not a JSON object"),
+            ("{\"foo\":1}", "no \"version\""),
+            (
+                r#"{"architectures":["BertModel"],"hidden_size":384,"model_type":"bert"}"#,
+                "no \"version\"",
+            ),
+            ("{\"version\": 999}", "version 999"),
+            (
+                "{\"version\": 0, \"full\": {}, \"backoff\": {}}",
+                "version 0",
+            ),
+            ("{\"version\": \"2\"}", "not a whole number"),
+            ("{\"version\": 2}", "no \"full\" table"),
+            (
+                r#"{"version": 2, "full": {}, "backoff": {}}"#,
+                "no \"leaves\" table",
+            ),
+            (r#"{"version": 1, "full": {}}"#, "no \"backoff\" table"),
+            (
+                r#"{"version": 1, "full": {"a": {"Lit": -1}}, "backoff": {}}"#,
+                "invalid value",
+            ),
+            ("not json", "not JSON"),
+        ] {
+            match Prior::from_json(text) {
+                Err(DecodeError::Prior(m)) => assert!(m.contains(why), "{text}: {m}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+    }
+
+    /// Version 1 (before the leaf model) and version 2 files still load.
+    #[test]
+    fn issue_9_version_1_and_2_priors_load() {
+        // As `prior learn` wrote them before the leaf model (commit 6d0a8b4).
+        let v1 = r#"{
+  "version": 1,
+  "full": {
+    "BF16|16|top|attn.2d|4": {
+      "Merge": 3
+    },
+    "BF16|8|Merge.1|attn.2d|4": {
+      "Lit": 3
+    }
+  },
+  "backoff": {
+    "BF16|16|top": {
+      "Merge": 3
+    },
+    "BF16|8|Merge.1": {
+      "Lit": 3
+    }
+  },
+  "tensors": 3,
+  "source": [
+    "model.safetensors"
+  ]
+}"#;
+        let p = Prior::from_json(v1).expect("a version-1 prior loads");
+        assert_eq!(p.version, 1);
+        assert_eq!(p.tensors, 3);
+        assert!(!p.is_uniform() && p.leaves.is_empty());
+        // Version 2, as written now (and the uniform prior, nothing learned).
+        let mut q = Prior::uniform();
+        let ctx = HoleContext {
+            parent: "top".into(),
+            width: 16,
+            dtype: Dtype::BF16,
+            role: "attn.2d".into(),
+            bucket: 4,
+        };
+        q.observe(&ctx, "Merge");
+        q.observe_leaf(&ctx, Codec::Raw);
+        q.tensors = 1;
+        assert_eq!(Prior::from_json(&q.to_json()).expect("version 2 loads"), q);
+        let u = Prior::uniform();
+        assert_eq!(Prior::from_json(&u.to_json()).expect("uniform loads"), u);
+    }
 }
