@@ -27,7 +27,7 @@ pub struct CompressArgs {
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Worker threads (0 = all cores).
-    #[arg(short = 'T', long, default_value_t = 0)]
+    #[arg(short = 'T', long, default_value_t = 0, value_parser = crate::threads_parser())]
     pub threads: usize,
     /// Overwrite existing outputs.
     #[arg(short, long)]
@@ -68,7 +68,7 @@ pub struct DecompressArgs {
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Worker threads (0 = all cores).
-    #[arg(short = 'T', long, default_value_t = 0)]
+    #[arg(short = 'T', long, default_value_t = 0, value_parser = crate::threads_parser())]
     pub threads: usize,
     /// Overwrite existing outputs.
     #[arg(short, long)]
@@ -79,7 +79,7 @@ pub struct DecompressArgs {
 /// 1 a mismatch, 2 an error).
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub verify model.safetensors.brv --original model.safetensors\n  brevis-hub verify ./mirror-folder --json\n  brevis-hub verify owner/model-brevis --endpoint http://127.0.0.1:8080"
+    after_help = "Examples:\n  brevis-hub verify model.safetensors.brv --original model.safetensors\n  brevis-hub verify ./mirror-folder --json\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub verify owner/model-brevis"
 )]
 pub struct VerifyArgs {
     /// Archives, a mirror folder (holding brevis.manifest.json), or a mirror repo id.
@@ -89,7 +89,7 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub original: Option<PathBuf>,
     /// Worker threads (0 = all cores).
-    #[arg(short = 'T', long, default_value_t = 0)]
+    #[arg(short = 'T', long, default_value_t = 0, value_parser = crate::threads_parser())]
     pub threads: usize,
     /// JSON report on stdout.
     #[arg(long)]

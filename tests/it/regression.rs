@@ -2,9 +2,24 @@
 //! defect's number in the review notes): each runs the built binary.
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::cli::{bin, names_in};
+use crate::cli::{Out, bin, compressed_dir, names_in, run};
+
+const MODEL: &str = "model.safetensors";
+const ARCHIVE: &str = "model.safetensors.brv";
+
+/// `needle` occurs exactly once in `hay`.
+fn once(hay: &str, needle: &str) -> bool {
+    hay.matches(needle).count() == 1
+}
+
+fn failed_naming(o: &Out, what: &[&str]) {
+    assert_eq!(o.code, 2, "stdout {}\nstderr {}", o.stdout, o.stderr);
+    for w in what {
+        assert!(o.stderr.contains(w), "{w:?} not in: {}", o.stderr);
+    }
+}
 
 #[test]
 fn review_01_a_killed_compress_leaves_no_temp_file() {
@@ -34,4 +49,30 @@ fn review_01_a_killed_compress_leaves_no_temp_file() {
     let _ = child.wait();
     assert!(running, "compress finished before it could be killed");
     assert_eq!(names_in(d.path()), ["big.bin"], "files left behind");
+}
+
+#[test]
+fn review_10_threads_are_capped() {
+    let d = compressed_dir();
+    let t = Instant::now();
+    let o = run(d.path(), &["decompress", ARCHIVE, "-o", "x", "-T", "2000"]);
+    failed_naming(&o, &["2000", "1024"]);
+    let o = run(d.path(), &["decompress", ARCHIVE, "-o", "x", "-T", "1024"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(t.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+fn review_11_an_io_error_is_printed_once() {
+    let d = compressed_dir();
+    let p = d.path();
+    let o = run(p, &["compress", MODEL, "-o", "nodir/x.brv", "--no-prior"]);
+    failed_naming(&o, &["nodir/x.brv"]);
+    assert!(once(&o.stderr, "No such file or directory"), "{}", o.stderr);
+    let o = run(p, &["decompress", ARCHIVE, "-o", "nodir/x"]);
+    failed_naming(&o, &["nodir/x"]);
+    assert!(once(&o.stderr, "No such file or directory"), "{}", o.stderr);
+    let o = run(p, &["decompress", ARCHIVE, "-o", MODEL]);
+    failed_naming(&o, &[MODEL]);
+    assert!(once(&o.stderr, "already exists"), "{}", o.stderr);
 }
