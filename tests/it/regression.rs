@@ -1,13 +1,52 @@
 //! Regressions of the review of the local commands (`review_NN_*`, NN the
 //! defect's number in the review notes): each runs the built binary.
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cli::{Out, bin, compressed_dir, names_in, run};
+use brevis_core::container::Archive;
+
+use crate::cli::{Out, bin, compressed_dir, model_dir, names_in, run, sha256};
 
 const MODEL: &str = "model.safetensors";
 const ARCHIVE: &str = "model.safetensors.brv";
+
+fn mkfifo(p: &Path) {
+    let ok = Command::new("mkfifo").arg(p).status().expect("mkfifo");
+    assert!(ok.success());
+}
+
+/// [`run`], but killed after `limit` (exit code -2 then).
+fn run_for_at_most(dir: &Path, args: &[&str], limit: Duration) -> Out {
+    let mut child = Command::new(bin())
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Out {
+                code: -2,
+                stdout: String::new(),
+                stderr: format!("{args:?} still running after {limit:?}"),
+            };
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
 
 /// `needle` occurs exactly once in `hay`.
 fn once(hay: &str, needle: &str) -> bool {
@@ -52,6 +91,168 @@ fn review_01_a_killed_compress_leaves_no_temp_file() {
 }
 
 #[test]
+fn review_02_inputs_that_are_not_regular_files_are_refused() {
+    let d = compressed_dir();
+    let p = d.path();
+    let o = run(p, &["compress", "/proc/cpuinfo", "-o", "x.brv"]);
+    failed_naming(&o, &["/proc/cpuinfo", "not a regular file"]);
+    mkfifo(&p.join("pipe"));
+    // Never opened (that would block): refused from its type.
+    for cmd in [
+        &["compress", "pipe", "-o", "x.brv"][..],
+        &["decompress", "pipe", "-o", "x"],
+        &["inspect", "pipe"],
+        &["verify", "pipe"],
+    ] {
+        let o = run_for_at_most(p, cmd, Duration::from_secs(20));
+        failed_naming(&o, &["pipe", "not a regular file"]);
+    }
+    // cat model.safetensors | brevis-hub compress /dev/stdin
+    let mut child = Command::new(bin())
+        .args(["compress", "/dev/stdin", "-o", "x.brv", "--no-prior"])
+        .current_dir(p)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let model = std::fs::read(p.join(MODEL)).unwrap();
+    let feeder = std::thread::spawn(move || {
+        use std::io::Write;
+        let _ = stdin.write_all(&model);
+    });
+    let o = child.wait_with_output().unwrap();
+    let _ = feeder.join();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("/dev/stdin is not a regular file"),
+        "{stderr}"
+    );
+    assert_eq!(names_in(p), [MODEL, ARCHIVE, "pipe"]);
+}
+
+#[test]
+fn review_03_an_output_that_is_an_input_is_refused_even_with_force() {
+    let d = compressed_dir();
+    let p = d.path();
+    let (model, archive) = (sha256(&p.join(MODEL)), sha256(&p.join(ARCHIVE)));
+    let o = run(p, &["compress", MODEL, "-o", MODEL, "-f", "--no-prior"]);
+    failed_naming(&o, &["same file as the input"]);
+    let o = run(p, &["decompress", ARCHIVE, "-o", ARCHIVE, "-f"]);
+    failed_naming(&o, &["same file as the input"]);
+    // Another name of the same file.
+    std::fs::hard_link(p.join(MODEL), p.join("link")).unwrap();
+    let o = run(p, &["compress", MODEL, "-o", "./link", "-f", "--no-prior"]);
+    failed_naming(&o, &["same file as the input"]);
+    assert_eq!(sha256(&p.join(MODEL)), model);
+    assert_eq!(sha256(&p.join(ARCHIVE)), archive);
+    assert_eq!(names_in(p), ["link", MODEL, ARCHIVE]);
+}
+
+#[test]
+fn review_04_decompress_finds_colliding_outputs_before_writing() {
+    let d = compressed_dir();
+    let p = d.path();
+    for sub in ["a", "b"] {
+        std::fs::create_dir(p.join(sub)).unwrap();
+        std::fs::copy(p.join(ARCHIVE), p.join(sub).join(ARCHIVE)).unwrap();
+    }
+    let (a, b) = ("a/model.safetensors.brv", "b/model.safetensors.brv");
+    for force in [false, true] {
+        let mut args = vec!["decompress", a, b, "-o", "out"];
+        if force {
+            args.push("-f");
+        }
+        let o = run(p, &args);
+        failed_naming(&o, &["would both be written to", "out/model.safetensors"]);
+        assert!(!p.join("out").exists(), "written before the check");
+    }
+}
+
+#[test]
+fn review_05_prior_learn_writes_through_an_atomic_temp_file() {
+    let d = model_dir();
+    let p = d.path();
+    std::fs::write(p.join("q.json.tmp"), b"a file of mine").unwrap();
+    let o = run(p, &["prior", "learn", MODEL, "-o", "q.json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        std::fs::read(p.join("q.json.tmp")).unwrap(),
+        b"a file of mine"
+    );
+    assert_eq!(names_in(p), [MODEL, "q.json", "q.json.tmp"]);
+    let learned = std::fs::read(p.join("q.json")).unwrap();
+    // No clobbering without -f, and never an input.
+    let o = run(p, &["prior", "learn", MODEL, "-o", "q.json"]);
+    failed_naming(&o, &["q.json already exists"]);
+    let o = run(p, &["prior", "learn", MODEL, "-o", MODEL, "-f"]);
+    failed_naming(&o, &["same file as the input"]);
+    let o = run(p, &["prior", "learn", MODEL, "-o", "q.json", "-f"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(std::fs::read(p.join("q.json")).unwrap(), learned);
+    assert_eq!(names_in(p), [MODEL, "q.json", "q.json.tmp"]);
+}
+
+/// Files below `dir`, relative, sorted.
+fn tree(dir: &Path) -> Vec<String> {
+    fn go(root: &Path, d: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                go(root, &p, out);
+            } else {
+                out.push(p.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    go(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn review_06_folders_are_mirrored_below_the_output_folder() {
+    let d = model_dir();
+    let p = d.path();
+    let m = p.join("m");
+    std::fs::create_dir_all(m.join("1_Pooling")).unwrap();
+    std::fs::copy(p.join(MODEL), m.join(MODEL)).unwrap();
+    std::fs::write(m.join("config.json"), b"{\"top\": 1}").unwrap();
+    std::fs::write(m.join("1_Pooling/config.json"), b"{\"pooling\": 2}").unwrap();
+    let o = run(p, &["compress", "m", "-o", "packed", "-T", "1"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        tree(&p.join("packed")),
+        [
+            "1_Pooling/config.json.brv",
+            "config.json.brv",
+            "model.safetensors.brv"
+        ]
+    );
+    // And back, the same tree and bytes.
+    let o = run(p, &["decompress", "packed", "-o", "restored"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(tree(&p.join("restored")), tree(&m));
+    for f in tree(&m) {
+        assert_eq!(
+            sha256(&p.join("restored").join(&f)),
+            sha256(&m.join(&f)),
+            "{f}"
+        );
+    }
+    // A folder holding one file: -o is still a folder.
+    std::fs::create_dir(p.join("one")).unwrap();
+    std::fs::copy(p.join(MODEL), p.join("one").join(MODEL)).unwrap();
+    let o = run(p, &["compress", "one", "-o", "one-packed", "--no-prior"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(p.join("one-packed").is_dir());
+    assert_eq!(tree(&p.join("one-packed")), [ARCHIVE]);
+}
+
+#[test]
 fn review_10_threads_are_capped() {
     let d = compressed_dir();
     let t = Instant::now();
@@ -75,4 +276,57 @@ fn review_11_an_io_error_is_printed_once() {
     let o = run(p, &["decompress", ARCHIVE, "-o", MODEL]);
     failed_naming(&o, &[MODEL]);
     assert!(once(&o.stderr, "already exists"), "{}", o.stderr);
+}
+
+#[test]
+fn review_12_inspect_errors_name_the_archive() {
+    let d = compressed_dir();
+    let p = d.path();
+    let mut bytes = std::fs::read(p.join(ARCHIVE)).unwrap();
+    let at = {
+        let a = Archive::new(&bytes[..]).unwrap();
+        a.segments()[0].regions[0].body_offset as usize
+    };
+    bytes[at] = 0xFE; // no such node tag
+    std::fs::write(p.join("bad.brv"), bytes).unwrap();
+    let o = run(p, &["inspect", "bad.brv"]);
+    failed_naming(&o, &["bad.brv"]);
+}
+
+#[test]
+fn review_13_compress_says_which_inputs_were_skipped() {
+    let d = compressed_dir();
+    let o = run(d.path(), &["compress", ARCHIVE]);
+    failed_naming(&o, &["model.safetensors.brv is already a Brevis archive"]);
+}
+
+#[test]
+fn review_19_symlinked_folders_are_not_followed_and_dangling_links_named() {
+    let d = model_dir();
+    let p = d.path();
+    let m = p.join("m");
+    std::fs::create_dir_all(m.join("sub")).unwrap();
+    std::fs::copy(p.join(MODEL), m.join("sub").join(MODEL)).unwrap();
+    std::os::unix::fs::symlink("..", m.join("sub/up")).unwrap();
+    std::os::unix::fs::symlink("../model.safetensors", m.join("linked.safetensors")).unwrap();
+    let o = run(p, &["compress", "m", "-o", "out", "--no-prior"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        tree(&p.join("out")),
+        ["linked.safetensors.brv", "sub/model.safetensors.brv"]
+    );
+    std::os::unix::fs::symlink("nowhere", m.join("dangling")).unwrap();
+    let o = run(p, &["compress", "m", "-o", "out2", "--no-prior"]);
+    failed_naming(&o, &["m/dangling", "dangling symlink"]);
+    assert!(!p.join("out2").exists(), "written before the check");
+}
+
+#[test]
+fn review_20_decompress_names_an_archive_without_brv_suffix() {
+    let d = compressed_dir();
+    let p = d.path();
+    std::fs::copy(p.join(ARCHIVE), p.join("A.bin")).unwrap();
+    let o = run(p, &["decompress", "A.bin", "-o", "out/"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(sha256(&p.join("out/A.bin.out")), sha256(&p.join(MODEL)));
 }
