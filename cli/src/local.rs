@@ -81,10 +81,11 @@ pub struct DecompressArgs {
 /// 1 a mismatch, 2 an error).
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub verify model.safetensors.brv --original model.safetensors\n  brevis-hub verify ./mirror-folder --json\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub verify owner/model-brevis"
+    after_help = "Examples:\n  brevis-hub verify model.safetensors.brv --original model.safetensors\n  brevis-hub verify ./packed --json                 # every *.brv below ./packed\n  brevis-hub verify ./mirror-folder --json          # a folder holding brevis.manifest.json\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub verify owner/model-brevis\n\nA file named on the command line is verified as an archive whatever its name.\nAn argument that is no local path is a Hub mirror repo id if it looks like one\n(owner/name); a mirror, local or remote, must be the only target."
 )]
 pub struct VerifyArgs {
-    /// Archives, a mirror folder (holding brevis.manifest.json), or a mirror repo id.
+    /// Archives, folders of archives, a mirror folder (holding
+    /// brevis.manifest.json), or a mirror repo id.
     #[arg(required = true)]
     pub targets: Vec<String>,
     /// The original file: also check the archive records its SHA-256.
@@ -688,40 +689,159 @@ fn sha256_file(p: &Path) -> Result<[u8; 32]> {
     Ok(h.finalize().into())
 }
 
-pub fn verify(a: VerifyArgs, ui: &Ui) -> Result<Outcome> {
-    // A folder with a manifest, or a repo id that is no local path: a mirror.
-    if a.targets.len() == 1 {
-        let t = &a.targets[0];
-        let p = Path::new(t);
-        if (p.is_dir() && p.join("brevis.manifest.json").exists())
-            || (!p.exists() && t.contains('/') && !t.ends_with(".brv"))
-        {
-            return crate::hub_cmds::verify_mirror(t, a.json, ui);
+/// Whether a target that is no local path names a Hub repo: `owner/name`,
+/// one slash, no leading `.` or `/`, not ending in `.brv`.
+fn looks_like_repo_id(t: &str) -> bool {
+    let Some((owner, name)) = t.split_once('/') else {
+        return false;
+    };
+    let part = |s: &str| {
+        !s.is_empty()
+            && !s.starts_with(['.', '-'])
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    part(owner) && part(name) && !t.contains("..") && !t.ends_with(".brv")
+}
+
+/// The archives a verify target names: a file (whatever its name), or the
+/// `*.brv` files below a folder.
+fn archives_of(t: &str, targets: usize) -> Result<Vec<PathBuf>> {
+    let p = Path::new(t);
+    if std::fs::symlink_metadata(p).is_err() && looks_like_repo_id(t) && targets > 1 {
+        bail!("{t}: no such file or folder (a mirror repo id must be the only target)");
+    }
+    let meta = stat(p)?;
+    if meta.is_dir() {
+        let found = collect(&[p.to_path_buf()], Want::Archives)?;
+        if found.files.is_empty() {
+            bail!("{t}: no .brv archives in this folder");
+        }
+        return Ok(found.files.into_iter().map(|i| i.path).collect());
+    }
+    check_regular(p, &meta)?;
+    Ok(vec![p.to_path_buf()])
+}
+
+/// One line of a verify report.
+struct Checked {
+    path: PathBuf,
+    /// 0 ok, 1 mismatch, 2 error.
+    status: u8,
+    detail: String,
+    /// As the archive records them (`None` when it cannot be read).
+    info: Option<brevis_core::ArchiveInfo>,
+    /// The row is about `--original`, not an archive.
+    original: bool,
+}
+
+impl Checked {
+    fn error(path: impl Into<PathBuf>, e: &anyhow::Error) -> Checked {
+        Checked {
+            path: path.into(),
+            status: 2,
+            detail: format!("{e:#}"),
+            info: None,
+            original: false,
         }
     }
-    let files: Vec<PathBuf> = collect(
-        &a.targets.iter().map(PathBuf::from).collect::<Vec<_>>(),
-        Want::Archives,
-    )?
-    .files
-    .into_iter()
-    .map(|i| i.path)
-    .filter(|f| is_brv(f))
-    .collect();
-    if files.is_empty() {
-        bail!("no .brv archives to verify");
+
+    /// The detail without the path in front (it is printed beside it).
+    fn short_detail(&self) -> &str {
+        let path = self.path.to_string_lossy();
+        self.detail
+            .strip_prefix(&*path)
+            .and_then(|d| d.strip_prefix(": "))
+            .unwrap_or(&self.detail)
     }
-    if a.original.is_some() && files.len() != 1 {
-        bail!("--original needs exactly one archive");
+
+    fn word(&self) -> &'static str {
+        ["ok", "MISMATCH", "ERROR"][self.status.min(2) as usize]
     }
+
+    fn json(&self) -> serde_json::Value {
+        let mut v = json!({
+            "path": self.path, "archive": (!self.original).then_some(&self.path),
+            "role": if self.original { "original" } else { "archive" },
+            "ok": self.status == 0,
+            "status": self.word().to_lowercase(), "detail": self.detail,
+            "sha256": self.info.as_ref().map(|i| hex::encode(i.sha256)),
+            "size": self.info.as_ref().map(|i| i.original_len),
+            "archive_bytes": self.info.as_ref().map(|i| i.archive_len),
+        });
+        if self.status == 2 {
+            v["error"] = json!(self.detail);
+        }
+        v
+    }
+}
+
+pub fn verify(a: VerifyArgs, ui: &Ui) -> Result<Outcome> {
+    // A folder with a manifest, or a repo id that is no local path: a mirror.
+    if let [t] = a.targets.as_slice() {
+        let p = Path::new(t);
+        if (p.is_dir() && p.join("brevis.manifest.json").exists())
+            || (std::fs::symlink_metadata(p).is_err() && looks_like_repo_id(t))
+        {
+            if a.original.is_some() {
+                bail!("--original is for one archive, not a mirror");
+            }
+            let r = crate::hub_cmds::verify_mirror(t, a.json, ui);
+            if a.json
+                && let Err(e) = &r
+            {
+                // What a CI job reads: JSON even when nothing was checked.
+                outln!(
+                    "{}",
+                    serde_json::to_string_pretty(&json!({
+                        "target": t, "ok": false, "files": [], "error": crate::message(e),
+                    }))?
+                );
+            }
+            return r;
+        }
+    }
+    // Every argument is reported: its archives, or why it has none.
+    let mut targets: Vec<Result<PathBuf, Checked>> = Vec::new();
+    for t in &a.targets {
+        match archives_of(t, a.targets.len()) {
+            Ok(files) => targets.extend(files.into_iter().map(Ok)),
+            Err(e) => targets.push(Err(Checked::error(t, &e))),
+        }
+    }
+    let archives = targets.iter().filter(|t| t.is_ok()).count();
+    let mut rows: Vec<Checked> = Vec::new();
     let original = match &a.original {
-        Some(p) => Some(sha256_file(p)?),
         None => None,
+        Some(p) if archives != 1 => {
+            let e = anyhow::anyhow!("--original needs exactly one archive, {archives} given");
+            rows.push(Checked {
+                original: true,
+                ..Checked::error(p, &e)
+            });
+            None
+        }
+        Some(p) => match sha256_file(p) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                rows.push(Checked {
+                    original: true,
+                    ..Checked::error(p, &e)
+                });
+                None
+            }
+        },
     };
-    let mut rows = Vec::new();
-    let mut worst = 0u8; // 0 ok, 1 mismatch, 2 error
-    for f in &files {
-        let (status, detail) = match check_archive(f, a.threads) {
+    for t in targets {
+        let f = match t {
+            Ok(f) => f,
+            Err(c) => {
+                rows.push(c);
+                continue;
+            }
+        };
+        let info = brevis_core::read_info(&f).ok();
+        let (status, detail) = match check_archive(&f, a.threads) {
             Ok(r) => match original {
                 Some(o) if o != r.sha256 => (
                     1,
@@ -738,24 +858,52 @@ pub fn verify(a: VerifyArgs, ui: &Ui) -> Result<Outcome> {
             }
             Err(e) => (2, e.to_string()),
         };
-        worst = worst.max(status);
-        let word = ["ok", "MISMATCH", "ERROR"][status as usize];
-        if !a.json {
-            outln!("{word}  {}  {detail}", f.display());
-        }
-        rows.push(json!({"archive": f, "status": word.to_lowercase(), "detail": detail}));
+        rows.push(Checked {
+            path: f,
+            status,
+            detail,
+            info,
+            original: false,
+        });
     }
+    let worst = rows.iter().map(|r| r.status).max().unwrap_or(0);
     if a.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&json!({"files": rows, "ok": worst == 0}))?
-        );
+        let mut v = json!({
+            "files": rows.iter().map(Checked::json).collect::<Vec<_>>(),
+            "ok": worst == 0,
+        });
+        if let Some(e) = rows.iter().find(|r| r.status == 2) {
+            v["error"] = json!(e.detail);
+        }
+        outln!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        for r in &rows {
+            // -q: nothing but the mismatches and errors.
+            if !(ui.quiet && r.status == 0) {
+                outln!("{}  {}  {}", r.word(), r.path.display(), r.short_detail());
+            }
+        }
     }
-    let _ = ui;
     match worst {
         0 => Ok(Outcome::Ok),
         1 => Ok(Outcome::Mismatch),
-        _ => bail!("some archives could not be verified"),
+        _ => {
+            let errors: Vec<&Checked> = rows.iter().filter(|r| r.status == 2).collect();
+            let first = errors
+                .first()
+                .map(|r| {
+                    if r.detail.contains(&*r.path.to_string_lossy()) {
+                        r.detail.clone()
+                    } else {
+                        format!("{}: {}", r.path.display(), r.detail)
+                    }
+                })
+                .unwrap_or_default();
+            match errors.len() {
+                0 | 1 => bail!("{first}"),
+                n => bail!("{first} (and {} more errors)", n - 1),
+            }
+        }
     }
 }
 

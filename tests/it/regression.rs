@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use brevis_core::container::Archive;
 
-use crate::cli::{Out, bin, compressed_dir, model_dir, names_in, run, sha256};
+use crate::cli::{Out, bin, compressed_dir, corrupt_body, model_dir, names_in, run, sha256};
 
 const MODEL: &str = "model.safetensors";
 const ARCHIVE: &str = "model.safetensors.brv";
@@ -253,6 +253,37 @@ fn review_06_folders_are_mirrored_below_the_output_folder() {
 }
 
 #[test]
+fn review_07_verify_checks_every_argument() {
+    let d = compressed_dir();
+    let p = d.path();
+    std::fs::write(p.join("notes.txt"), b"not an archive").unwrap();
+    let o = run(p, &["verify", ARCHIVE, "notes.txt"]);
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("ERROR  notes.txt"), "{}", o.stdout);
+    // An archive by any other name is still one.
+    std::fs::copy(p.join(ARCHIVE), p.join("archive.bin")).unwrap();
+    let o = run(p, &["verify", "archive.bin"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.starts_with("ok  archive.bin"), "{}", o.stdout);
+    // Missing local paths are not Hub repo ids: no network, an error.
+    let t = Instant::now();
+    for missing in ["missing.brv", "./missing/model", "a/b/c", "/nope/model"] {
+        let o = run(p, &["verify", missing]);
+        failed_naming(&o, &[missing, "no such file"]);
+    }
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "went to the network?"
+    );
+    // A folder is scanned for archives.
+    std::fs::create_dir(p.join("sub")).unwrap();
+    std::fs::copy(p.join(ARCHIVE), p.join("sub/x.brv")).unwrap();
+    let o = run(p, &["verify", "sub"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("sub/x.brv"), "{}", o.stdout);
+}
+
+#[test]
 fn review_10_threads_are_capped() {
     let d = compressed_dir();
     let t = Instant::now();
@@ -298,6 +329,54 @@ fn review_13_compress_says_which_inputs_were_skipped() {
     let d = compressed_dir();
     let o = run(d.path(), &["compress", ARCHIVE]);
     failed_naming(&o, &["model.safetensors.brv is already a Brevis archive"]);
+}
+
+#[test]
+fn review_17_verify_json_has_fields_and_errors() {
+    let d = compressed_dir();
+    let p = d.path();
+    let model = std::fs::read(p.join(MODEL)).unwrap();
+    let o = run(p, &["verify", ARCHIVE, "--json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let f = &v["files"][0];
+    assert_eq!(f["path"], ARCHIVE, "{v}");
+    assert_eq!(f["ok"], true, "{v}");
+    assert_eq!(f["sha256"], hex::encode(sha256(&p.join(MODEL))), "{v}");
+    assert_eq!(f["size"], model.len() as u64, "{v}");
+    // A failing argument: JSON still, with what was checked and the error.
+    let o = run(p, &["verify", ARCHIVE, "--original", "missing", "--json"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON on error");
+    assert_eq!(v["ok"], false, "{v}");
+    let files = v["files"].as_array().unwrap();
+    assert!(
+        files
+            .iter()
+            .any(|f| f["path"] == ARCHIVE && f["ok"] == true),
+        "{v}"
+    );
+    assert!(
+        files
+            .iter()
+            .any(|f| f["path"] == "missing" && f["error"].is_string()),
+        "{v}"
+    );
+}
+
+#[test]
+fn review_18_verify_quiet_prints_only_problems() {
+    let d = compressed_dir();
+    let p = d.path();
+    let o = run(p, &["verify", "-q", ARCHIVE]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(o.stdout, "");
+    let good = std::fs::read(p.join(ARCHIVE)).unwrap();
+    std::fs::write(p.join("bad.brv"), corrupt_body(&good)).unwrap();
+    let o = run(p, &["verify", "-q", ARCHIVE, "bad.brv"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stdout.starts_with("MISMATCH  bad.brv"), "{}", o.stdout);
+    assert_eq!(o.stdout.lines().count(), 1, "{}", o.stdout);
 }
 
 #[test]
