@@ -75,7 +75,7 @@ pub struct MirrorArgs {
     #[arg(long)]
     pub keep_work: bool,
     /// Codec threads (0 = all cores).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::threads_parser())]
     pub threads: usize,
     /// Codec search budget.
     #[arg(long)]
@@ -118,7 +118,7 @@ pub struct PullArgs {
     #[command(flatten)]
     pub files: FileFilter,
     /// Codec threads (0 = all cores).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::threads_parser())]
     pub threads: usize,
     /// Print a JSON summary on stdout.
     #[arg(long)]
@@ -400,7 +400,8 @@ pub fn verify_mirror(target: &str, json: bool, ui: &Ui) -> Result<Outcome> {
         print_json(&rep)?;
     } else {
         let mut out = std::io::stdout().lock();
-        for f in &rep.files {
+        // -q: nothing but the files that are not ok.
+        for f in rep.files.iter().filter(|f| !(ui.quiet && f.status == "ok")) {
             writeln!(
                 out,
                 "{:<8} {}{}",
@@ -413,6 +414,13 @@ pub fn verify_mirror(target: &str, json: bool, ui: &Ui) -> Result<Outcome> {
             )?;
         }
         let bad = rep.files.iter().filter(|f| f.status != "ok").count();
+        if ui.quiet {
+            return Ok(if rep.ok {
+                Outcome::Ok
+            } else {
+                Outcome::Mismatch
+            });
+        }
         writeln!(
             out,
             "{}: {} file(s), {} ok, {} bad (source {}@{})",

@@ -17,19 +17,20 @@ use crate::progress::Ui;
 /// Compress files or folders into `.brv` archives.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub compress model.safetensors            # writes model.safetensors.brv\n  brevis-hub compress ./my-model -o ./packed -T 2   # a folder, one prior for all shards"
+    after_help = "Examples:\n  brevis-hub compress model.safetensors            # writes model.safetensors.brv\n  brevis-hub compress ./my-model -o ./packed -T 2   # a folder, one prior for all shards\n\nWith -o and a folder among the inputs (or several inputs), -o is a folder and\nthe files found in a folder keep their path below it (./my-model/1_Pooling/config.json\n-> ./packed/1_Pooling/config.json.brv). Only regular files are read (not pipes,\ndevices or /proc files); symlinks to files are followed, symlinks to folders are not."
 )]
 pub struct CompressArgs {
-    /// Files or folders (folders are walked; `.brv` files are skipped).
+    /// Files or folders (folders are walked; `.brv` files and hidden entries are skipped).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
-    /// Output file (one input) or folder (several inputs, or an existing folder).
+    /// Output file (one file given) or folder (several inputs, a folder
+    /// among them, an existing folder, or a name ending in `/`).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Worker threads (0 = all cores).
-    #[arg(short = 'T', long, default_value_t = 0)]
+    #[arg(short = 'T', long, default_value_t = 0, value_parser = crate::threads_parser())]
     pub threads: usize,
-    /// Overwrite existing outputs.
+    /// Overwrite existing outputs (never an input).
     #[arg(short, long)]
     pub force: bool,
     /// Search budget: candidate programs judged per tensor.
@@ -58,19 +59,20 @@ pub struct CompressArgs {
 /// Decompress `.brv` archives back to the original files.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Example:\n  brevis-hub decompress model.safetensors.brv   # writes model.safetensors"
+    after_help = "Examples:\n  brevis-hub decompress model.safetensors.brv      # writes model.safetensors\n  brevis-hub decompress ./packed -o ./restored      # every *.brv below ./packed\n\nEach output is named after its archive minus .brv (model.safetensors.brv ->\nmodel.safetensors); an archive named otherwise gives NAME.out (a.bin -> a.bin.out).\nWith -o and a folder among the inputs (or several inputs), -o is a folder and the\narchives found in a folder keep their path below it."
 )]
 pub struct DecompressArgs {
-    /// Archives.
+    /// Archives (any name), or folders (their `*.brv` files, walked).
     #[arg(required = true)]
     pub archives: Vec<PathBuf>,
-    /// Output file (one archive) or folder.
+    /// Output file (one archive given) or folder (several inputs, a folder
+    /// among them, an existing folder, or a name ending in `/`).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Worker threads (0 = all cores).
-    #[arg(short = 'T', long, default_value_t = 0)]
+    #[arg(short = 'T', long, default_value_t = 0, value_parser = crate::threads_parser())]
     pub threads: usize,
-    /// Overwrite existing outputs.
+    /// Overwrite existing outputs (never an input).
     #[arg(short, long)]
     pub force: bool,
 }
@@ -79,17 +81,18 @@ pub struct DecompressArgs {
 /// 1 a mismatch, 2 an error).
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub verify model.safetensors.brv --original model.safetensors\n  brevis-hub verify ./mirror-folder --json\n  brevis-hub verify owner/model-brevis --endpoint http://127.0.0.1:8080"
+    after_help = "Examples:\n  brevis-hub verify model.safetensors.brv --original model.safetensors\n  brevis-hub verify ./packed --json                 # every *.brv below ./packed\n  brevis-hub verify ./mirror-folder --json          # a folder holding brevis.manifest.json\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub verify owner/model-brevis\n\nA file named on the command line is verified as an archive whatever its name.\nAn argument that is no local path is a Hub mirror repo id if it looks like one\n(owner/name); a mirror, local or remote, must be the only target."
 )]
 pub struct VerifyArgs {
-    /// Archives, a mirror folder (holding brevis.manifest.json), or a mirror repo id.
+    /// Archives, folders of archives, a mirror folder (holding
+    /// brevis.manifest.json), or a mirror repo id.
     #[arg(required = true)]
     pub targets: Vec<String>,
     /// The original file: also check the archive records its SHA-256.
     #[arg(long)]
     pub original: Option<PathBuf>,
     /// Worker threads (0 = all cores).
-    #[arg(short = 'T', long, default_value_t = 0)]
+    #[arg(short = 'T', long, default_value_t = 0, value_parser = crate::threads_parser())]
     pub threads: usize,
     /// JSON report on stdout.
     #[arg(long)]
@@ -161,33 +164,194 @@ pub enum PriorCommand {
     },
 }
 
-/// Files under the given paths (folders walked, sorted), skipping `.brv`.
-fn collect_files(paths: &[PathBuf], skip_brv: bool) -> Result<Vec<PathBuf>> {
-    fn walk(p: &Path, out: &mut Vec<PathBuf>, skip_brv: bool) -> Result<()> {
-        let meta = std::fs::metadata(p).with_context(|| format!("reading {}", p.display()))?;
-        if meta.is_dir() {
-            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
-                .with_context(|| format!("listing {}", p.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|e| {
-                    !e.file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-                })
-                .collect();
-            entries.sort();
-            for e in entries {
-                walk(&e, out, skip_brv)?;
-            }
-        } else if !(skip_brv && is_brv(p)) {
-            out.push(p.to_path_buf());
-        }
-        Ok(())
-    }
-    let mut out = Vec::new();
+/// One file found under the paths given.
+#[derive(Debug, Clone)]
+struct Input {
+    /// The file.
+    path: PathBuf,
+    /// Its path below the folder argument it was found in (`None`: the
+    /// file was named on the command line).
+    below: Option<PathBuf>,
+}
+
+/// What [`collect`] found.
+#[derive(Default)]
+struct Found {
+    files: Vec<Input>,
+    /// Inputs left out, and why (`X.brv is already a Brevis archive`).
+    skipped: Vec<String>,
+    /// Whether any argument was a folder.
+    any_folder: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Want {
+    /// Files to compress: `.brv` files are skipped.
+    Sources,
+    /// Archives: `*.brv` in folders; a file named on the command line
+    /// whatever its name.
+    Archives,
+}
+
+/// The files under `paths`: files as named, folders walked in name order
+/// (hidden entries skipped; symlinks to files followed, symlinks to
+/// folders not). Everything taken must be a regular file, and a dangling
+/// symlink is an error, all found before anything is written.
+fn collect(paths: &[PathBuf], want: Want) -> Result<Found> {
+    let mut found = Found::default();
     for p in paths {
-        walk(p, &mut out, skip_brv)?;
+        let meta = stat(p)?;
+        if meta.is_dir() {
+            found.any_folder = true;
+            let before = found.files.len();
+            let mut archives = 0;
+            walk(p, p, want, &mut found, &mut archives)?;
+            let why = format!("{archives} .brv file(s), already Brevis archives");
+            if found.files.len() == before {
+                found.skipped.push(format!(
+                    "{} holds no {}{}",
+                    p.display(),
+                    match want {
+                        Want::Sources => "files to compress",
+                        Want::Archives => ".brv archives",
+                    },
+                    if archives > 0 {
+                        format!(" (only {why})")
+                    } else {
+                        String::new()
+                    }
+                ));
+            } else if archives > 0 {
+                found.skipped.push(format!("in {}: {why}", p.display()));
+            }
+        } else {
+            check_regular(p, &meta)?;
+            if want == Want::Sources && is_brv(p) {
+                found
+                    .skipped
+                    .push(format!("{} is already a Brevis archive", p.display()));
+            } else {
+                found.files.push(Input {
+                    path: p.clone(),
+                    below: None,
+                });
+            }
+        }
     }
-    Ok(out)
+    Ok(found)
+}
+
+fn walk(
+    root: &Path,
+    dir: &Path,
+    want: Want,
+    found: &mut Found,
+    archives: &mut usize,
+) -> Result<()> {
+    let listing = || format!("listing {}", dir.display());
+    let mut entries = Vec::new();
+    for e in std::fs::read_dir(dir).with_context(listing)? {
+        entries.push(e.with_context(listing)?.path());
+    }
+    entries.sort();
+    for e in entries {
+        if e.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        {
+            continue;
+        }
+        let own =
+            std::fs::symlink_metadata(&e).with_context(|| format!("reading {}", e.display()))?;
+        let meta = if own.file_type().is_symlink() {
+            let m = stat(&e)?;
+            if m.is_dir() {
+                // Not followed: a link to a parent would loop, and a link
+                // elsewhere would pull in files from outside the folder.
+                found.skipped.push(format!(
+                    "{} is a symlink to a folder (not followed)",
+                    e.display()
+                ));
+                continue;
+            }
+            m
+        } else {
+            own
+        };
+        if meta.is_dir() {
+            walk(root, &e, want, found, archives)?;
+            continue;
+        }
+        match want {
+            Want::Sources if is_brv(&e) => {
+                *archives += 1;
+                continue;
+            }
+            Want::Archives if !is_brv(&e) => continue,
+            _ => {}
+        }
+        check_regular(&e, &meta)?;
+        let below = e.strip_prefix(root).map(Path::to_path_buf).ok();
+        found.files.push(Input { path: e, below });
+    }
+    Ok(())
+}
+
+/// `metadata` (following symlinks), with errors that say what is wrong.
+fn stat(p: &Path) -> Result<std::fs::Metadata> {
+    let e = match std::fs::metadata(p) {
+        Ok(m) => return Ok(m),
+        Err(e) => e,
+    };
+    if e.kind() == std::io::ErrorKind::NotFound {
+        if let Ok(target) = std::fs::read_link(p) {
+            bail!(
+                "{}: dangling symlink (its target {} does not exist)",
+                p.display(),
+                target.display()
+            );
+        }
+        bail!("{}: no such file or folder", p.display());
+    }
+    Err(anyhow::Error::new(e).context(p.display().to_string()))
+}
+
+/// Only regular files are read: the codec reads a file by position up to
+/// the length `stat` gives, which a pipe or a device does not have, and
+/// which a /proc or /sys file gets wrong (an archive of an empty file).
+fn check_regular(p: &Path, meta: &std::fs::Metadata) -> Result<()> {
+    use std::io::Read as _;
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if !meta.is_file() {
+        let what = if t.is_dir() {
+            "a folder"
+        } else if t.is_fifo() {
+            "a pipe"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else if t.is_socket() {
+            "a socket"
+        } else {
+            "not a file"
+        };
+        bail!(
+            "{} is not a regular file ({what}); only regular files can be read (save it to a file first)",
+            p.display()
+        );
+    }
+    if meta.len() == 0 {
+        let mut one = [0u8; 1];
+        let n = std::fs::File::open(p)
+            .and_then(|mut f| f.read(&mut one))
+            .with_context(|| format!("reading {}", p.display()))?;
+        if n > 0 {
+            bail!(
+                "{} is not a regular file: its size says 0 bytes but it has content (a /proc or /sys file?); save it to a file first",
+                p.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 fn is_brv(p: &Path) -> bool {
@@ -198,30 +362,172 @@ fn is_safetensors(p: &Path) -> bool {
     p.extension().is_some_and(|e| e == "safetensors")
 }
 
-/// Where each output goes: next to the input, into `-o DIR`, or `-o FILE`.
-fn outputs(
-    inputs: &[PathBuf],
+fn file_name(p: &Path) -> Result<String> {
+    Ok(p.file_name()
+        .with_context(|| format!("{}: no file name", p.display()))?
+        .to_string_lossy()
+        .into_owned())
+}
+
+/// Where each output goes: beside its input (no `-o`); into the folder
+/// `-o` when several inputs are given, a folder is among them, `-o` is a
+/// folder or ends in `/` (a file found in a folder keeps its path below
+/// it); else the file `-o`.
+///
+/// The folder `-o` and the subfolders below it are created when the
+/// outputs are written ([`make_parents`]); a missing folder in front of a
+/// file `-o` is an error.
+fn plan(
+    inputs: &[Input],
     output: Option<&Path>,
-    rename: impl Fn(&Path) -> Result<String>,
-) -> Result<Vec<PathBuf>> {
-    let into_dir = match output {
-        None => None,
-        Some(o) if inputs.len() > 1 || o.is_dir() || o.to_string_lossy().ends_with('/') => {
-            std::fs::create_dir_all(o).with_context(|| format!("creating {}", o.display()))?;
-            Some(o.to_path_buf())
-        }
-        Some(o) => return Ok(vec![o.to_path_buf()]),
+    any_folder: bool,
+    name: impl Fn(&Path) -> Result<String>,
+) -> Result<Plan> {
+    let Some(o) = output else {
+        let outs = inputs
+            .iter()
+            .map(|i| Ok(i.path.with_file_name(name(&i.path)?)))
+            .collect::<Result<_>>()?;
+        return Ok(Plan { outs, folder: None });
     };
-    inputs
+    let into_folder = any_folder
+        || inputs.len() > 1
+        || o.is_dir()
+        || o.as_os_str().to_string_lossy().ends_with('/');
+    if !into_folder {
+        return Ok(Plan {
+            outs: vec![o.to_path_buf()],
+            folder: None,
+        });
+    }
+    if std::fs::symlink_metadata(o).is_ok() && !o.is_dir() {
+        bail!(
+            "{}: -o must be a folder here (a folder or several inputs were given), but it is not",
+            o.display()
+        );
+    }
+    let outs = inputs
         .iter()
         .map(|i| {
-            let name = rename(i)?;
-            Ok(match &into_dir {
-                Some(d) => d.join(name),
-                None => i.with_file_name(name),
+            let n = name(&i.path)?;
+            Ok(match i.below.as_deref().and_then(Path::parent) {
+                Some(sub) => o.join(sub).join(n),
+                None => o.join(n),
             })
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok(Plan {
+        outs,
+        folder: Some(o.to_path_buf()),
+    })
+}
+
+/// Where the outputs go.
+struct Plan {
+    /// One per input.
+    outs: Vec<PathBuf>,
+    /// The `-o` folder they are in, if they are.
+    folder: Option<PathBuf>,
+}
+
+/// The input that `o` is (same device and inode), if any.
+fn input_at<'a>(o: &Path, inputs: &'a [Input]) -> Option<&'a Path> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(o).ok()?;
+    inputs
+        .iter()
+        .map(|i| i.path.as_path())
+        .find(|i| std::fs::metadata(i).is_ok_and(|im| im.dev() == m.dev() && im.ino() == m.ino()))
+}
+
+/// Refuse an output that is one of the inputs, that exists without
+/// `--force`, or that exists and is not a regular file.
+fn check_output(o: &Path, inputs: &[Input], force: bool) -> Result<()> {
+    let Ok(own) = std::fs::symlink_metadata(o) else {
+        return Ok(());
+    };
+    if let Some(i) = input_at(o, inputs) {
+        bail!(
+            "{} is the same file as the input {}; refusing to write over an input",
+            o.display(),
+            i.display()
+        );
+    }
+    if !force {
+        bail!("{} already exists (use --force to overwrite)", o.display());
+    }
+    if !own.file_type().is_symlink() && !own.is_file() {
+        bail!(
+            "{} exists and is not a regular file; refusing to replace it",
+            o.display()
+        );
+    }
+    Ok(())
+}
+
+/// Every check on the outputs, before anything is written: two inputs
+/// sharing an output, then [`check_output`] for each.
+fn check_outputs(inputs: &[Input], outs: &[PathBuf], force: bool) -> Result<()> {
+    let mut seen: std::collections::HashMap<&Path, &Path> = std::collections::HashMap::new();
+    for (o, i) in outs.iter().zip(inputs) {
+        if let Some(first) = seen.insert(o, &i.path) {
+            bail!(
+                "{} and {} would both be written to {}; give them separate -o folders",
+                first.display(),
+                i.path.display(),
+                o.display()
+            );
+        }
+    }
+    for o in outs {
+        check_output(o, inputs, force)?;
+    }
+    Ok(())
+}
+
+/// Create the `-o` folder and the subfolders the outputs go into.
+fn make_parents(plan: &Plan) -> Result<()> {
+    let Some(folder) = &plan.folder else {
+        return Ok(());
+    };
+    std::fs::create_dir_all(folder).with_context(|| format!("creating {}", folder.display()))?;
+    for o in &plan.outs {
+        if let Some(d) = o.parent().filter(|d| d != folder) {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// `e` about `path`, naming it once: the core's errors mostly start with
+/// the path already. Else the context is `PATH`, or `DOING PATH`.
+fn about<E>(doing: &str, path: &Path, e: E) -> anyhow::Error
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let shown = path.display().to_string();
+    if e.to_string().contains(&shown) {
+        anyhow::Error::new(e)
+    } else if doing.is_empty() {
+        anyhow::Error::new(e).context(shown)
+    } else {
+        anyhow::Error::new(e).context(format!("{doing} {shown}"))
+    }
+}
+
+/// Threads to decode `archive` with: never more than its regions (the
+/// unit of work), so `-T 1000` on a small archive starts a few threads.
+fn workers_for(archive: &Path, threads: usize) -> usize {
+    if threads <= 1 {
+        return threads;
+    }
+    match container::open(archive) {
+        Ok(a) => {
+            let regions: usize = a.segments().iter().map(|s| s.regions.len()).sum();
+            threads.min(regions.max(1))
+        }
+        Err(_) => threads,
+    }
 }
 
 pub(crate) fn load_prior(path: &Path) -> Result<Prior> {
@@ -238,40 +544,28 @@ fn check_archive(
     brevis_core::decompress_to(
         path,
         &mut std::io::sink(),
-        &DecompressOptions::default().threads(threads),
+        &DecompressOptions::default().threads(workers_for(path, threads)),
     )
 }
 
 pub fn compress(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
-    let inputs = collect_files(&a.paths, true)?;
-    if inputs.is_empty() {
-        bail!("no files to compress");
+    let found = collect(&a.paths, Want::Sources)?;
+    if found.files.is_empty() {
+        bail!("no files to compress: {}", found.skipped.join("; "));
     }
-    let outs = outputs(&inputs, a.output.as_deref(), |p| {
-        Ok(format!(
-            "{}.brv",
-            p.file_name()
-                .context("input has no file name")?
-                .to_string_lossy()
-        ))
+    for s in &found.skipped {
+        ui.note(format!("skipped: {s}"));
+    }
+    let inputs = &found.files;
+    let plan = plan(inputs, a.output.as_deref(), found.any_folder, |p| {
+        Ok(format!("{}.brv", file_name(p)?))
     })?;
-    let mut seen = std::collections::HashSet::new();
-    for (o, i) in outs.iter().zip(&inputs) {
-        if !seen.insert(o.clone()) {
-            bail!(
-                "two inputs would both be written to {} (e.g. {}); compress them into separate folders",
-                o.display(),
-                i.display()
-            );
-        }
-        if o.exists() && !a.force {
-            bail!("{} already exists (use --force to overwrite)", o.display());
-        }
-    }
+    let outs = &plan.outs;
+    check_outputs(inputs, outs, a.force)?;
     let shards: Vec<&Path> = inputs
         .iter()
+        .map(|i| i.path.as_path())
         .filter(|p| is_safetensors(p))
-        .map(|p| p.as_path())
         .collect();
     let prior = if let Some(p) = &a.prior {
         Some(Arc::new(load_prior(p)?))
@@ -289,6 +583,7 @@ pub fn compress(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
     } else {
         None
     };
+    make_parents(&plan)?;
     let sink = Arc::new(ui.sink());
     let opts = CompressOptions::default()
         .threads(a.threads)
@@ -299,11 +594,12 @@ pub fn compress(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
         .progress(sink.clone());
     let (mut total_in, mut total_out) = (0u64, 0u64);
     let mut rows = Vec::new();
-    for (src, dst) in inputs.iter().zip(&outs) {
+    for (src, dst) in inputs.iter().map(|i| &i.path).zip(outs) {
         let t = Instant::now();
         // With verification, the archive is decoded and checked against
         // the input before it is renamed into place.
-        let r = brevis_core::compress_file(src, dst, a.force, &opts)?;
+        let r = brevis_core::compress_file(src, dst, a.force, &opts)
+            .map_err(|e| about("compressing", src, e))?;
         let secs = t.elapsed().as_secs_f64();
         total_in += r.original_len;
         total_out += r.archive_len;
@@ -344,26 +640,35 @@ fn ratio(a: u64, b: u64) -> f64 {
     brevis_core::ratio(a, b)
 }
 
+/// The name an archive decodes to: its own minus `.brv`, or `NAME.out`.
+fn restored_name(p: &Path) -> Result<String> {
+    let name = file_name(p)?;
+    Ok(match name.strip_suffix(".brv") {
+        Some(s) if !s.is_empty() => s.to_owned(),
+        _ => format!("{name}.out"),
+    })
+}
+
 pub fn decompress(a: DecompressArgs, ui: &Ui) -> Result<Outcome> {
-    let outs = outputs(&a.archives, a.output.as_deref(), |p| {
-        let name = p
-            .file_name()
-            .context("archive has no file name")?
-            .to_string_lossy()
-            .into_owned();
-        match name.strip_suffix(".brv") {
-            Some(s) if !s.is_empty() => Ok(s.to_owned()),
-            _ => bail!("{}: not named *.brv; give -o", p.display()),
-        }
-    })?;
+    let found = collect(&a.archives, Want::Archives)?;
+    if found.files.is_empty() {
+        bail!("no archives to decompress: {}", found.skipped.join("; "));
+    }
+    for s in &found.skipped {
+        ui.note(format!("skipped: {s}"));
+    }
+    let inputs = &found.files;
+    let plan = plan(inputs, a.output.as_deref(), found.any_folder, restored_name)?;
+    check_outputs(inputs, &plan.outs, a.force)?;
+    make_parents(&plan)?;
     let sink = Arc::new(ui.sink());
-    let opts = DecompressOptions::default()
-        .threads(a.threads)
-        .progress(sink);
-    for (src, dst) in a.archives.iter().zip(&outs) {
+    for (src, dst) in inputs.iter().map(|i| &i.path).zip(&plan.outs) {
         let t = Instant::now();
+        let opts = DecompressOptions::default()
+            .threads(workers_for(src, a.threads))
+            .progress(sink.clone());
         let r = brevis_core::decompress_file(src, dst, a.force, &opts)
-            .with_context(|| format!("decompressing {}", src.display()))?;
+            .map_err(|e| about("decompressing", src, e))?;
         ui.note(format!(
             "{} -> {}: {} bytes, sha256 {} ok in {:.2}s",
             src.display(),
@@ -384,36 +689,159 @@ fn sha256_file(p: &Path) -> Result<[u8; 32]> {
     Ok(h.finalize().into())
 }
 
-pub fn verify(a: VerifyArgs, ui: &Ui) -> Result<Outcome> {
-    // A folder with a manifest, or a repo id that is no local path: a mirror.
-    if a.targets.len() == 1 {
-        let t = &a.targets[0];
-        let p = Path::new(t);
-        if (p.is_dir() && p.join("brevis.manifest.json").exists())
-            || (!p.exists() && t.contains('/') && !t.ends_with(".brv"))
-        {
-            return crate::hub_cmds::verify_mirror(t, a.json, ui);
+/// Whether a target that is no local path names a Hub repo: `owner/name`,
+/// one slash, no leading `.` or `/`, not ending in `.brv`.
+fn looks_like_repo_id(t: &str) -> bool {
+    let Some((owner, name)) = t.split_once('/') else {
+        return false;
+    };
+    let part = |s: &str| {
+        !s.is_empty()
+            && !s.starts_with(['.', '-'])
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    part(owner) && part(name) && !t.contains("..") && !t.ends_with(".brv")
+}
+
+/// The archives a verify target names: a file (whatever its name), or the
+/// `*.brv` files below a folder.
+fn archives_of(t: &str, targets: usize) -> Result<Vec<PathBuf>> {
+    let p = Path::new(t);
+    if std::fs::symlink_metadata(p).is_err() && looks_like_repo_id(t) && targets > 1 {
+        bail!("{t}: no such file or folder (a mirror repo id must be the only target)");
+    }
+    let meta = stat(p)?;
+    if meta.is_dir() {
+        let found = collect(&[p.to_path_buf()], Want::Archives)?;
+        if found.files.is_empty() {
+            bail!("{t}: no .brv archives in this folder");
+        }
+        return Ok(found.files.into_iter().map(|i| i.path).collect());
+    }
+    check_regular(p, &meta)?;
+    Ok(vec![p.to_path_buf()])
+}
+
+/// One line of a verify report.
+struct Checked {
+    path: PathBuf,
+    /// 0 ok, 1 mismatch, 2 error.
+    status: u8,
+    detail: String,
+    /// As the archive records them (`None` when it cannot be read).
+    info: Option<brevis_core::ArchiveInfo>,
+    /// The row is about `--original`, not an archive.
+    original: bool,
+}
+
+impl Checked {
+    fn error(path: impl Into<PathBuf>, e: &anyhow::Error) -> Checked {
+        Checked {
+            path: path.into(),
+            status: 2,
+            detail: format!("{e:#}"),
+            info: None,
+            original: false,
         }
     }
-    let files = collect_files(
-        &a.targets.iter().map(PathBuf::from).collect::<Vec<_>>(),
-        false,
-    )?;
-    let files: Vec<PathBuf> = files.into_iter().filter(|f| is_brv(f)).collect();
-    if files.is_empty() {
-        bail!("no .brv archives to verify");
+
+    /// The detail without the path in front (it is printed beside it).
+    fn short_detail(&self) -> &str {
+        let path = self.path.to_string_lossy();
+        self.detail
+            .strip_prefix(&*path)
+            .and_then(|d| d.strip_prefix(": "))
+            .unwrap_or(&self.detail)
     }
-    if a.original.is_some() && files.len() != 1 {
-        bail!("--original needs exactly one archive");
+
+    fn word(&self) -> &'static str {
+        ["ok", "MISMATCH", "ERROR"][self.status.min(2) as usize]
     }
+
+    fn json(&self) -> serde_json::Value {
+        let mut v = json!({
+            "path": self.path, "archive": (!self.original).then_some(&self.path),
+            "role": if self.original { "original" } else { "archive" },
+            "ok": self.status == 0,
+            "status": self.word().to_lowercase(), "detail": self.detail,
+            "sha256": self.info.as_ref().map(|i| hex::encode(i.sha256)),
+            "size": self.info.as_ref().map(|i| i.original_len),
+            "archive_bytes": self.info.as_ref().map(|i| i.archive_len),
+        });
+        if self.status == 2 {
+            v["error"] = json!(self.detail);
+        }
+        v
+    }
+}
+
+pub fn verify(a: VerifyArgs, ui: &Ui) -> Result<Outcome> {
+    // A folder with a manifest, or a repo id that is no local path: a mirror.
+    if let [t] = a.targets.as_slice() {
+        let p = Path::new(t);
+        if (p.is_dir() && p.join("brevis.manifest.json").exists())
+            || (std::fs::symlink_metadata(p).is_err() && looks_like_repo_id(t))
+        {
+            if a.original.is_some() {
+                bail!("--original is for one archive, not a mirror");
+            }
+            let r = crate::hub_cmds::verify_mirror(t, a.json, ui);
+            if a.json
+                && let Err(e) = &r
+            {
+                // What a CI job reads: JSON even when nothing was checked.
+                outln!(
+                    "{}",
+                    serde_json::to_string_pretty(&json!({
+                        "target": t, "ok": false, "files": [], "error": crate::message(e),
+                    }))?
+                );
+            }
+            return r;
+        }
+    }
+    // Every argument is reported: its archives, or why it has none.
+    let mut targets: Vec<Result<PathBuf, Checked>> = Vec::new();
+    for t in &a.targets {
+        match archives_of(t, a.targets.len()) {
+            Ok(files) => targets.extend(files.into_iter().map(Ok)),
+            Err(e) => targets.push(Err(Checked::error(t, &e))),
+        }
+    }
+    let archives = targets.iter().filter(|t| t.is_ok()).count();
+    let mut rows: Vec<Checked> = Vec::new();
     let original = match &a.original {
-        Some(p) => Some(sha256_file(p)?),
         None => None,
+        Some(p) if archives != 1 => {
+            let e = anyhow::anyhow!("--original needs exactly one archive, {archives} given");
+            rows.push(Checked {
+                original: true,
+                ..Checked::error(p, &e)
+            });
+            None
+        }
+        Some(p) => match sha256_file(p) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                rows.push(Checked {
+                    original: true,
+                    ..Checked::error(p, &e)
+                });
+                None
+            }
+        },
     };
-    let mut rows = Vec::new();
-    let mut worst = 0u8; // 0 ok, 1 mismatch, 2 error
-    for f in &files {
-        let (status, detail) = match check_archive(f, a.threads) {
+    for t in targets {
+        let f = match t {
+            Ok(f) => f,
+            Err(c) => {
+                rows.push(c);
+                continue;
+            }
+        };
+        let info = brevis_core::read_info(&f).ok();
+        let (status, detail) = match check_archive(&f, a.threads) {
             Ok(r) => match original {
                 Some(o) if o != r.sha256 => (
                     1,
@@ -430,30 +858,58 @@ pub fn verify(a: VerifyArgs, ui: &Ui) -> Result<Outcome> {
             }
             Err(e) => (2, e.to_string()),
         };
-        worst = worst.max(status);
-        let word = ["ok", "MISMATCH", "ERROR"][status as usize];
-        if !a.json {
-            outln!("{word}  {}  {detail}", f.display());
-        }
-        rows.push(json!({"archive": f, "status": word.to_lowercase(), "detail": detail}));
+        rows.push(Checked {
+            path: f,
+            status,
+            detail,
+            info,
+            original: false,
+        });
     }
+    let worst = rows.iter().map(|r| r.status).max().unwrap_or(0);
     if a.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&json!({"files": rows, "ok": worst == 0}))?
-        );
+        let mut v = json!({
+            "files": rows.iter().map(Checked::json).collect::<Vec<_>>(),
+            "ok": worst == 0,
+        });
+        if let Some(e) = rows.iter().find(|r| r.status == 2) {
+            v["error"] = json!(e.detail);
+        }
+        outln!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        for r in &rows {
+            // -q: nothing but the mismatches and errors.
+            if !(ui.quiet && r.status == 0) {
+                outln!("{}  {}  {}", r.word(), r.path.display(), r.short_detail());
+            }
+        }
     }
-    let _ = ui;
     match worst {
         0 => Ok(Outcome::Ok),
         1 => Ok(Outcome::Mismatch),
-        _ => bail!("some archives could not be verified"),
+        _ => {
+            let errors: Vec<&Checked> = rows.iter().filter(|r| r.status == 2).collect();
+            let first = errors
+                .first()
+                .map(|r| {
+                    if r.detail.contains(&*r.path.to_string_lossy()) {
+                        r.detail.clone()
+                    } else {
+                        format!("{}: {}", r.path.display(), r.detail)
+                    }
+                })
+                .unwrap_or_default();
+            match errors.len() {
+                0 | 1 => bail!("{first}"),
+                n => bail!("{first} (and {} more errors)", n - 1),
+            }
+        }
     }
 }
 
 pub fn inspect(a: InspectArgs, _ui: &Ui) -> Result<Outcome> {
-    let ar =
-        container::open(&a.archive).with_context(|| format!("opening {}", a.archive.display()))?;
+    check_regular(&a.archive, &stat(&a.archive)?)?;
+    let ar = container::open(&a.archive).map_err(|e| about("", &a.archive, e))?;
     let info = ar.info();
     let mut rows = Vec::new();
     // Summary by program shape and by production.
@@ -463,7 +919,7 @@ pub fn inspect(a: InspectArgs, _ui: &Ui) -> Result<Outcome> {
     for (i, s) in ar.segments().iter().enumerate() {
         let mut texts: Vec<String> = Vec::new();
         for r in 0..s.regions.len() {
-            let node = ar.program(i, r)?;
+            let node = ar.program(i, r).map_err(|e| about("", &a.archive, e))?;
             node.walk(&mut |n| {
                 let e = by_production.entry(n.production()).or_default();
                 e.0 += 1;
@@ -623,6 +1079,27 @@ pub fn bench(a: BenchArgs, ui: &Ui) -> Result<Outcome> {
     crate::bench::run(a, ui)
 }
 
+/// Write `bytes` to `dst` as compress and decompress do: a temp file in
+/// its folder (unnamed where the system allows), synced, then published;
+/// without `force` an existing `dst` is never replaced.
+fn write_atomic(dst: &Path, bytes: &[u8], force: bool) -> Result<()> {
+    use std::io::Write as _;
+    let tmp = brevis_core::fsutil::TempFile::beside(dst).map_err(|e| about("writing", dst, e))?;
+    tmp.file()
+        .and_then(|mut f| f.write_all(bytes))
+        .map_err(|e| about("writing", dst, e))?;
+    tmp.persist(dst, force).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            anyhow::anyhow!(
+                "{} already exists (use --force to overwrite)",
+                dst.display()
+            )
+        } else {
+            about("writing", dst, e)
+        }
+    })
+}
+
 pub fn prior(c: PriorCommand, ui: &Ui) -> Result<Outcome> {
     match c {
         PriorCommand::Learn {
@@ -632,20 +1109,19 @@ pub fn prior(c: PriorCommand, ui: &Ui) -> Result<Outcome> {
             max_tensors,
             force,
         } => {
-            if output.exists() && !force {
-                bail!(
-                    "{} already exists (use --force to overwrite)",
-                    output.display()
-                );
-            }
-            let files: Vec<PathBuf> = collect_files(&paths, true)?
+            let found = collect(&paths, Want::Sources)?;
+            let files: Vec<Input> = found
+                .files
                 .into_iter()
-                .filter(|p| is_safetensors(p))
+                .filter(|i| is_safetensors(&i.path))
                 .collect();
             if files.is_empty() {
                 bail!("no .safetensors files under the given paths");
             }
-            let refs: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
+            // Before the (long) learning: an input, or an existing file
+            // without --force, is refused.
+            check_output(&output, &files, force)?;
+            let refs: Vec<&Path> = files.iter().map(|i| i.path.as_path()).collect();
             let t = Instant::now();
             let p = Prior::learn(
                 &refs,
@@ -653,11 +1129,7 @@ pub fn prior(c: PriorCommand, ui: &Ui) -> Result<Outcome> {
                     .budget(budget)
                     .max_tensors(max_tensors),
             )?;
-            let tmp = output.with_extension("json.tmp");
-            std::fs::write(&tmp, p.to_json())
-                .with_context(|| format!("writing {}", tmp.display()))?;
-            std::fs::rename(&tmp, &output)
-                .with_context(|| format!("writing {}", output.display()))?;
+            write_atomic(&output, p.to_json().as_bytes(), force)?;
             ui.note(format!(
                 "learned from {} tensors of {} files in {:.1}s -> {}",
                 p.tensors,

@@ -71,6 +71,15 @@ enum Command {
     Serve(hub_cmds::ServeArgs),
 }
 
+/// Most worker threads `-T` / `--threads` takes: more would only cost
+/// memory and start-up time (work is split into regions of megabytes).
+pub const MAX_THREADS: u64 = 1024;
+
+/// `-T`: 0 (all cores) to [`MAX_THREADS`], larger values a usage error.
+pub fn threads_parser() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_THREADS)
+}
+
 /// What a command concluded, beyond success.
 pub enum Outcome {
     /// Everything matched.
@@ -105,10 +114,29 @@ fn main() -> ExitCode {
             if is_broken_pipe(&e) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", message(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes, `a: b: c`, leaving out a cause whose text
+/// the message already ends with (the core's I/O errors print their
+/// source in their own text, `path: cause`, and also return it as the
+/// source).
+pub(crate) fn message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for c in e.chain() {
+        let s = c.to_string();
+        if s.is_empty() || out.ends_with(&s) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&s);
+    }
+    out
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -116,4 +144,94 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn an_io_error_is_printed_once() {
+        // What the core returns: `path: cause`, with the cause as source.
+        let e = brevis_core::DecodeError::Io {
+            path: "rod/x.brv".into(),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        };
+        let e = anyhow::Error::new(e);
+        assert_eq!(message(&e), "rod/x.brv: permission denied");
+        let e = e.context("decompressing x.brv");
+        assert_eq!(
+            message(&e),
+            "decompressing x.brv: rod/x.brv: permission denied"
+        );
+        // A context over a plain I/O error keeps both.
+        let e = anyhow::Error::new(std::io::Error::other("disk full")).context("writing a");
+        assert_eq!(message(&e), "writing a: disk full");
+    }
+
+    /// The `brevis-hub ...` commands of a help text, as words (comments,
+    /// pipes and leading `VAR=value` dropped).
+    fn examples(help: &str) -> Vec<Vec<String>> {
+        help.lines()
+            .filter_map(|l| l.find("brevis-hub ").map(|i| &l[i..]))
+            .map(|l| {
+                let l = l.split("  #").next().unwrap_or(l);
+                let l = l.split(" | ").next().unwrap_or(l);
+                l.split_whitespace().map(String::from).collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_help_example_parses() {
+        let mut todo = vec![(Vec::<String>::new(), Cli::command())];
+        let mut checked = 0;
+        while let Some((path, cmd)) = todo.pop() {
+            for h in [cmd.get_after_help(), cmd.get_after_long_help()]
+                .into_iter()
+                .flatten()
+            {
+                for words in examples(&h.to_string()) {
+                    if let Err(e) = Cli::try_parse_from(&words) {
+                        panic!(
+                            "`{}` --help: `{}` does not parse:\n{e}",
+                            path.join(" "),
+                            words.join(" ")
+                        );
+                    }
+                    checked += 1;
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                let mut p = path.clone();
+                p.push(sub.get_name().to_string());
+                todo.push((p, sub.clone()));
+            }
+        }
+        assert!(checked >= 15, "only {checked} examples found");
+    }
+
+    #[test]
+    fn threads_above_the_cap_are_refused() {
+        let ok = Cli::try_parse_from(["brevis-hub", "decompress", "a.brv", "-T", "1024"]);
+        assert!(ok.is_ok());
+        for cmd in ["compress", "decompress", "verify"] {
+            let e = Cli::try_parse_from(["brevis-hub", cmd, "a.brv", "-T", "100000"]).unwrap_err();
+            assert_eq!(
+                e.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{cmd}: {e}"
+            );
+        }
+        for cmd in ["mirror", "pull"] {
+            let e =
+                Cli::try_parse_from(["brevis-hub", cmd, "a/b", "--threads", "100000"]).unwrap_err();
+            assert_eq!(
+                e.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{cmd}: {e}"
+            );
+        }
+    }
 }

@@ -14,7 +14,7 @@ use sha2::Digest;
 use crate::archive::harness;
 
 /// The binary beside this test's `deps/` folder.
-fn bin() -> PathBuf {
+pub(crate) fn bin() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let mut dir = exe.parent().expect("deps folder").to_path_buf();
     if dir.ends_with("deps") {
@@ -29,14 +29,14 @@ fn bin() -> PathBuf {
     p
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 /// Run the binary in `dir`; fail on a panic (exit 101) or a signal.
-fn run(dir: &Path, args: &[&str]) -> Out {
+pub(crate) fn run(dir: &Path, args: &[&str]) -> Out {
     let o = Command::new(bin())
         .args(args)
         .current_dir(dir)
@@ -58,12 +58,12 @@ fn run(dir: &Path, args: &[&str]) -> Out {
     out
 }
 
-fn sha256(p: &Path) -> [u8; 32] {
+pub(crate) fn sha256(p: &Path) -> [u8; 32] {
     sha2::Sha256::digest(std::fs::read(p).unwrap()).into()
 }
 
 /// A temp dir holding `model.safetensors` (the small synthetic checkpoint).
-fn model_dir() -> tempfile::TempDir {
+pub(crate) fn model_dir() -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
     std::fs::write(
         d.path().join("model.safetensors"),
@@ -74,7 +74,7 @@ fn model_dir() -> tempfile::TempDir {
 }
 
 /// `model_dir()` with `model.safetensors.brv` beside the checkpoint.
-fn compressed_dir() -> tempfile::TempDir {
+pub(crate) fn compressed_dir() -> tempfile::TempDir {
     let d = model_dir();
     let o = run(
         d.path(),
@@ -84,7 +84,7 @@ fn compressed_dir() -> tempfile::TempDir {
     d
 }
 
-fn names_in(dir: &Path) -> Vec<String> {
+pub(crate) fn names_in(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .flatten()
@@ -178,7 +178,7 @@ fn refuses_to_overwrite_without_force() {
 
 /// A copy of `archive` with one byte in the middle of a region program
 /// changed so that the program still parses but decodes to other bytes.
-fn corrupt_body(archive: &[u8]) -> Vec<u8> {
+pub(crate) fn corrupt_body(archive: &[u8]) -> Vec<u8> {
     let a = Archive::new(archive).unwrap();
     let mut regions: Vec<_> = a.segments().iter().flat_map(|s| s.regions.iter()).collect();
     regions.sort_by_key(|r| std::cmp::Reverse(r.body_len));

@@ -2,3 +2,4 @@
 mod archive;
 mod cli;
 mod hub;
+mod regression;
