@@ -77,8 +77,10 @@ pub struct DecompressArgs {
     pub force: bool,
 }
 
-/// Check that archives decode to their recorded SHA-256 (exit 0 all match,
-/// 1 a mismatch, 2 an error).
+/// Check that archives decode to their recorded SHA-256 (exit 0 all match;
+/// 1 a mismatch: an archive that is damaged or decodes to other bytes; 2 an
+/// error: a target that cannot be checked, missing, unreadable, not an
+/// archive or of a newer format).
 #[derive(Args, Debug)]
 #[command(
     after_help = "Examples:\n  brevis-hub verify model.safetensors.brv --original model.safetensors\n  brevis-hub verify ./packed --json                 # every *.brv below ./packed\n  brevis-hub verify ./mirror-folder --json          # a folder holding brevis.manifest.json\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub verify owner/model-brevis\n\nA file named on the command line is verified as an archive whatever its name.\nAn argument that is no local path is a Hub mirror repo id if it looks like one\n(owner/name); a mirror, local or remote, must be the only target."
@@ -853,9 +855,17 @@ pub fn verify(a: VerifyArgs, ui: &Ui) -> Result<Outcome> {
                 ),
                 _ => (0, format!("sha256 {}", hex::encode(r.sha256))),
             },
-            Err(e @ (DecodeError::Checksum { .. } | DecodeError::ShaMismatch { .. })) => {
-                (1, e.to_string())
-            }
+            // A damaged archive (whichever byte was hit: a checksum, a
+            // stream that no longer decodes, a cut end) does not give its
+            // original back: a mismatch. An error is what stops the check
+            // itself: unreadable, not an archive, a newer format.
+            Err(
+                e @ (DecodeError::Checksum { .. }
+                | DecodeError::ShaMismatch { .. }
+                | DecodeError::Corrupt(_)
+                | DecodeError::Truncated { .. }
+                | DecodeError::Limit { .. }),
+            ) => (1, e.to_string()),
             Err(e) => (2, e.to_string()),
         };
         rows.push(Checked {

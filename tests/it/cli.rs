@@ -230,7 +230,25 @@ fn verify_exit_codes() {
 
     std::fs::write(p.join("short.brv"), &good[..good.len() / 2]).unwrap();
     let o = run(p, &["verify", "short.brv"]);
-    assert_eq!(o.code, 2, "truncated archive: {}{}", o.stdout, o.stderr);
+    assert_eq!(o.code, 1, "truncated archive: {}{}", o.stdout, o.stderr);
+
+    // A stream that no longer decodes is damage too, as a checksum is.
+    let mut b = good.clone();
+    let a = Archive::new(&good[..]).unwrap();
+    let r = a
+        .segments()
+        .iter()
+        .flat_map(|s| s.regions.iter())
+        .max_by_key(|r| r.body_len)
+        .unwrap();
+    b[r.body_offset as usize..(r.body_offset + r.body_len) as usize].fill(0xFF);
+    assert!(
+        matches!(brevis_core::decompress(&b), Err(DecodeError::Corrupt(_))),
+        "the garbled program must fail to parse, not only its checksum"
+    );
+    std::fs::write(p.join("garbled.brv"), &b).unwrap();
+    let o = run(p, &["verify", "garbled.brv"]);
+    assert_eq!(o.code, 1, "garbled program: {}{}", o.stdout, o.stderr);
 
     std::fs::write(p.join("text.brv"), b"hello, I am not an archive\n").unwrap();
     let o = run(p, &["verify", "text.brv"]);
