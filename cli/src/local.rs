@@ -615,7 +615,8 @@ pub fn compress(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
             secs
         ));
         rows.push(json!({
-            "input": src, "output": dst, "original_bytes": r.original_len,
+            "input": src.to_string_lossy(), "output": dst.to_string_lossy(),
+            "original_bytes": r.original_len,
             "archive_bytes": r.archive_len, "ratio": ratio(r.archive_len, r.original_len),
             "sha256": hex::encode(r.sha256), "seconds": secs, "verified": !a.no_verify,
             "searched_tensors": r.searched_tensors, "candidates_judged": r.judged,
@@ -763,7 +764,8 @@ impl Checked {
 
     fn json(&self) -> serde_json::Value {
         let mut v = json!({
-            "path": self.path, "archive": (!self.original).then_some(&self.path),
+            "path": self.path.to_string_lossy(),
+            "archive": (!self.original).then(|| self.path.to_string_lossy()),
             "role": if self.original { "original" } else { "archive" },
             "ok": self.status == 0,
             "status": self.word().to_lowercase(), "detail": self.detail,

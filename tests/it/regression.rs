@@ -409,3 +409,24 @@ fn review_20_decompress_names_an_archive_without_brv_suffix() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(sha256(&p.join("out/A.bin.out")), sha256(&p.join(MODEL)));
 }
+
+/// A file name that is not UTF-8 is reported (lossily) in `--json`, not a
+/// panic of the JSON encoder.
+#[test]
+fn json_reports_non_utf8_file_names() {
+    use std::os::unix::ffi::OsStrExt;
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("in");
+    std::fs::create_dir(&src).unwrap();
+    let name = std::ffi::OsStr::from_bytes(b"a\xffb.safetensors");
+    let m = model_dir();
+    std::fs::copy(m.path().join(MODEL), src.join(name)).unwrap();
+    let o = run(d.path(), &["compress", "in", "-o", "out", "--json", "-q"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("compress --json is JSON");
+    assert!(v.to_string().contains("a\u{fffd}b.safetensors"), "{v}");
+    let o = run(d.path(), &["verify", "out", "--json"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("verify --json is JSON");
+    assert_eq!(v["ok"], true, "{v}");
+}
