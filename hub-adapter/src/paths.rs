@@ -54,7 +54,10 @@ pub fn check_revision(rev: &str) -> Result<()> {
 
 /// Check a file path inside a repo as given by a server or a user: relative,
 /// `/`-separated, no empty, `.` or `..` parts, no backslash, no NUL or
-/// control characters, no drive letters. Returns it unchanged when safe.
+/// control characters, no drive letters, and no `.git` component (in any
+/// case: `.git/config`, `sub/.GIT/hooks/x`), which `huggingface_hub` refuses
+/// too since writing there could reconfigure a git checkout. Returns it
+/// unchanged when safe.
 pub fn check_repo_path(p: &str) -> Result<&str> {
     let bad = |r: &str| Err(HubError::invalid("file path", p, r));
     if p.is_empty() || p.len() > MAX_PATH_LEN {
@@ -75,6 +78,9 @@ pub fn check_repo_path(p: &str) -> Result<&str> {
     for part in p.split('/') {
         if part.is_empty() || part == "." || part == ".." {
             return bad("empty, '.' or '..' component");
+        }
+        if part.eq_ignore_ascii_case(".git") {
+            return bad("a '.git' component is not allowed");
         }
     }
     Ok(p)
@@ -233,6 +239,8 @@ mod tests {
     #[test]
     fn paths() {
         assert!(check_repo_path("a/b/model.safetensors").is_ok());
+        assert!(check_repo_path(".gitattributes").is_ok());
+        assert!(check_repo_path("a/.github/x").is_ok());
         for bad in [
             "../../x",
             "/etc/passwd",
@@ -243,6 +251,9 @@ mod tests {
             "./a",
             "",
             "a/\0",
+            ".git/config",
+            "sub/.GIT/hooks/pre-commit",
+            ".Git",
         ] {
             assert!(check_repo_path(bad).is_err(), "{bad:?}");
         }
