@@ -18,9 +18,10 @@ const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 /// Where the Hub is and who we are.
 #[derive(Args, Debug)]
 pub struct HubArgs {
-    /// Hub endpoint.
-    #[arg(long, env = "HF_ENDPOINT", default_value = DEFAULT_ENDPOINT)]
-    pub endpoint: String,
+    /// Hub endpoint [default: https://huggingface.co; an empty HF_ENDPOINT
+    /// means the default too].
+    #[arg(long, env = "HF_ENDPOINT")]
+    pub endpoint: Option<String>,
     /// Access token (never printed).
     #[arg(long, env = "HF_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -30,16 +31,24 @@ pub struct HubArgs {
 }
 
 impl HubArgs {
+    /// The endpoint: --endpoint, else HF_ENDPOINT unless empty, else the Hub.
+    fn endpoint(&self) -> &str {
+        self.endpoint
+            .as_deref()
+            .filter(|e| !e.is_empty())
+            .unwrap_or(DEFAULT_ENDPOINT)
+    }
+
     fn client(&self) -> Result<HubClient> {
-        Ok(HubClient::new(&self.endpoint, self.token.clone())?.with_concurrency(self.jobs))
+        Ok(HubClient::new(self.endpoint(), self.token.clone())?.with_concurrency(self.jobs))
     }
 
     /// A client for another endpoint with its own token: `--token` is never
     /// sent anywhere but `--endpoint`, unless `endpoint` is the same one.
     fn client_for(&self, endpoint: Option<&str>, token: Option<&str>) -> Result<HubClient> {
-        let same = |e: &str| e.trim_end_matches('/') == self.endpoint.trim_end_matches('/');
+        let same = |e: &str| e.trim_end_matches('/') == self.endpoint().trim_end_matches('/');
         let (endpoint, token) = match endpoint {
-            None => (self.endpoint.as_str(), token.or(self.token.as_deref())),
+            None => (self.endpoint(), token.or(self.token.as_deref())),
             Some(e) if same(e) => (e, token.or(self.token.as_deref())),
             Some(e) => (e, token),
         };

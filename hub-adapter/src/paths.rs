@@ -209,6 +209,38 @@ fn class_match(p: &[char], c: char) -> Option<(bool, usize)> {
     None
 }
 
+/// Check a glob: every `[` opens a class that is closed by a `]` (a glob
+/// like `[` or `model[0-9` would silently match nothing).
+pub fn check_glob(pattern: &str) -> Result<()> {
+    let p: Vec<char> = pattern.chars().collect();
+    let mut i = 0;
+    while i < p.len() {
+        if p[i] == '[' {
+            match class_match(&p[i..], '\0') {
+                Some((_, len)) => i += len,
+                None => {
+                    return Err(HubError::invalid(
+                        "glob",
+                        pattern,
+                        "'[' without a closing ']'",
+                    ));
+                }
+            }
+        } else {
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Check every include and exclude glob with [`check_glob`].
+pub fn check_globs(include: &[String], exclude: &[String]) -> Result<()> {
+    include
+        .iter()
+        .chain(exclude)
+        .try_for_each(|g| check_glob(g))
+}
+
 /// Whether `path` passes include (any, or all when empty) and exclude (none) globs.
 pub fn selected(path: &str, include: &[String], exclude: &[String]) -> bool {
     (include.is_empty() || include.iter().any(|g| glob_match(g, path)))
@@ -271,6 +303,12 @@ mod tests {
         ));
         assert!(glob_match("?odel*", "model"));
         assert!(selected("a.json", &[], &["*.bin".into()]));
+        assert!(check_glob("model-0000[1-2]-*").is_ok());
+        assert!(check_glob("[!a]*").is_ok());
+        assert!(check_glob("*.json").is_ok());
+        for bad in ["[", "model[0-9", "a[]"] {
+            assert!(check_glob(bad).is_err(), "{bad}");
+        }
         assert!(!selected("a.bin", &[], &["*.bin".into()]));
     }
 

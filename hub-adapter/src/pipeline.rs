@@ -15,7 +15,7 @@ use crate::manifest::{
     Encoding, FileEntry, MANIFEST_NAME, MAX_MANIFEST_LEN, Manifest, PRIOR_NAME, SOURCE_PREFIX,
     Source,
 };
-use crate::paths::{check_repo_id, check_repo_path, check_revision, selected};
+use crate::paths::{check_globs, check_repo_id, check_repo_path, check_revision, selected};
 
 /// A callback for status lines (the CLI prints them on stderr).
 pub type Notes = Arc<dyn Fn(&str) + Send + Sync>;
@@ -326,6 +326,7 @@ pub async fn mirror(
 ) -> Result<MirrorReport> {
     check_repo_id(&opts.src)?;
     check_revision(&opts.revision)?;
+    check_globs(&opts.include, &opts.exclude)?;
     let note = &opts.notes;
     let info = src.repo_info(&opts.src, &opts.revision).await?;
     let commit = info.sha.clone();
@@ -483,7 +484,27 @@ pub async fn mirror(
     let mut todo = Vec::new();
     for f in &files {
         let local = src_dir.join(&f.path);
-        let done = std::fs::metadata(&local).is_ok_and(|m| m.len() == f.size);
+        // A file left by an earlier run is kept only if it is the Hub's
+        // bytes; one that is not (a flipped byte, another version) is
+        // downloaded again rather than failing every later run.
+        let mut done = std::fs::metadata(&local).is_ok_and(|m| m.is_file() && m.len() == f.size);
+        if done {
+            let l2 = local.clone();
+            let h = blocking(move || hash_file(&l2)).await?;
+            done = match &f.lfs_sha256 {
+                Some(s) => s.eq_ignore_ascii_case(&h.sha256_hex()),
+                None => f.oid.eq_ignore_ascii_case(&h.git_oid),
+            };
+            if !done {
+                note(&format!(
+                    "{} in the work folder is not {}@{}: downloading it again",
+                    local.display(),
+                    f.path,
+                    &commit[..12]
+                ));
+                let _ = std::fs::remove_file(&local);
+            }
+        }
         if !done {
             let expect = Expect {
                 size: Some(f.size),
@@ -877,6 +898,7 @@ pub struct PullReport {
 pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> {
     check_repo_id(&opts.repo)?;
     check_revision(&opts.revision)?;
+    check_globs(&opts.include, &opts.exclude)?;
     let note = &opts.notes;
     let info = client.repo_info(&opts.repo, &opts.revision).await?;
     let work_name = format!("pull-{}-{}", safe_name(&opts.repo), &info.sha[..12]);
@@ -917,6 +939,46 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
             None => cache.root().join("snapshots").join(&m.source.commit),
         },
     };
+
+    // A commit's files never change: a snapshot already in the cache that
+    // names another blob for a file means this mirror (or the cache) is
+    // wrong, and its bytes must not replace the cached ones.
+    if opts.local_dir.is_none() {
+        for f in &chosen {
+            let p = cache.snapshot_path(&m.source.commit, &f.path)?;
+            let Ok(meta) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            let cached = if meta.file_type().is_symlink() {
+                std::fs::read_link(&p)
+                    .ok()
+                    .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
+            } else {
+                None
+            };
+            if let Some(blob) = cached
+                && !blob.eq_ignore_ascii_case(f.etag())
+            {
+                return Err(HubError::Manifest {
+                    repo: opts.repo.clone(),
+                    reason: format!(
+                        "the HF cache already holds {}@{} with {} as blob {blob}, but this mirror \
+                         restores it as {}; a commit's files never change, so one of them is wrong \
+                         (remove {} to replace the cached snapshot)",
+                        m.source.repo,
+                        m.source.commit,
+                        f.path,
+                        f.etag(),
+                        cache
+                            .root()
+                            .join("snapshots")
+                            .join(&m.source.commit)
+                            .display()
+                    ),
+                });
+            }
+        }
+    }
 
     // What is already in place (and verified)?
     let mut need = Vec::new();
@@ -992,11 +1054,15 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
             .await?;
         report.downloaded_bytes = stats.iter().map(|s| s.bytes_on_wire).sum();
     }
+    let mut cleaned = std::collections::HashSet::new();
     for f in &need {
         let stored = work.join("dl").join(&f.archive);
         let dst = final_path(f)?;
         if let Some(parent) = dst.parent() {
             std::fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
+            if cleaned.insert(parent.to_path_buf()) {
+                clean_stale_temps(parent);
+            }
         }
         let (f2, threads, progress) = ((*f).clone(), opts.threads, opts.progress.clone());
         let repo = opts.repo.clone();
@@ -1017,6 +1083,37 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
     ));
     let _ = std::fs::remove_dir_all(&work);
     Ok(report)
+}
+
+/// Remove `.NAME.PID.N.tmp` files in `dir` left by a process that is gone
+/// (a killed run of an earlier version, or of the named temp-file fallback
+/// where `O_TMPFILE` is missing). Only where `/proc` tells which processes
+/// live; a temp file of a live process is never touched.
+fn clean_stale_temps(dir: &Path) {
+    let proc = Path::new("/proc/self");
+    if !proc.exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(stem) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
+            continue;
+        };
+        let mut parts = stem.rsplitn(3, '.');
+        let (Some(n), Some(pid), Some(_)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        if !n.bytes().all(|b| b.is_ascii_digit()) || !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let alive = Path::new("/proc").join(pid).exists();
+        if !alive && e.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Check restored bytes against the manifest: size, SHA-256, and for a file

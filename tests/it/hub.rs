@@ -961,7 +961,14 @@ async fn a_corrupt_archive_in_the_work_folder_is_rebuilt() {
         .map(|p| work.join(p))
         .collect();
     assert!(!brv.is_empty());
-    for p in &brv {
+    // And in a kept source download (it is fetched again).
+    let src_copy: Vec<PathBuf> = files_under(&work)
+        .into_iter()
+        .filter(|p| p.ends_with("/src/config.json"))
+        .map(|p| work.join(p))
+        .collect();
+    assert_eq!(src_copy.len(), 1);
+    for p in brv.iter().chain(&src_copy) {
         let mut b = std::fs::read(p).unwrap();
         let mid = b.len() / 2;
         b[mid] ^= 0x10;
@@ -1158,4 +1165,126 @@ async fn quiet_pull_and_mirror_print_nothing() {
         );
     }
     srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_snapshot_is_not_rewritten_with_other_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, commit) = mirrored(tmp.path()).await;
+    let cache = tmp.path().join("hf/hub");
+    let opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+    brevis_hub::pull(&c, &opts).await.unwrap();
+    let snap = cache.join("models--org--model/snapshots").join(&commit);
+    let before = sha_file(&snap.join("config.json"));
+
+    // A self-consistent mirror claiming the same commit with another
+    // config.json: its bytes would replace the cached file.
+    let other = tmp.path().join("other-seed");
+    std::fs::create_dir_all(&other).unwrap();
+    for f in files_under(&seed_dir()) {
+        let to = other.join(&f);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(seed_dir().join(&f), to).unwrap();
+    }
+    std::fs::write(other.join("config.json"), b"{\"evil\": true}\n").unwrap();
+    let store = Store::open(&tmp.path().join("store")).unwrap();
+    store.seed("org/evil", &other).unwrap();
+    let mut mo = MirrorOptions::new("org/evil", tmp.path().join("work"));
+    mo.dest = Some("org/evil-brevis".into());
+    brevis_hub::mirror(&c, &c, &mo).await.unwrap();
+    // Rewrite its manifest to claim org/model at the cached commit (all
+    // hashes stay those of its own bytes).
+    let p = tmp.path().join("m.json");
+    c.download_file(
+        "org/evil-brevis",
+        "main",
+        "brevis.manifest.json",
+        &p,
+        &Expect::default(),
+        &brevis_core::NoProgress,
+    )
+    .await
+    .unwrap();
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    m["source"]["repo"] = "org/model".into();
+    m["source"]["commit"] = commit.clone().into();
+    let bytes = serde_json::to_vec_pretty(&m).unwrap();
+    std::fs::write(&p, &bytes).unwrap();
+    c.upload_files(
+        "org/evil-brevis",
+        "main",
+        "claim",
+        &[brevis_hub::UploadFile {
+            path_in_repo: "brevis.manifest.json".into(),
+            local: p.clone(),
+            hashes: brevis_hub::hashing::hash_bytes(&bytes),
+        }],
+        &[],
+        Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+    let e = brevis_hub::pull(
+        &c,
+        &PullOptions::new("org/evil-brevis", &cache, tmp.path().join("pw")),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.to_string().contains("already holds"), "{e}");
+    assert_eq!(sha_file(&snap.join("config.json")), before);
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_temp_files_of_dead_runs_are_removed() {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, _) = mirrored(tmp.path()).await;
+    let plain = tmp.path().join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    // What a killed run of an earlier version left (pid 2^22+1 is above
+    // Linux's pid_max: never alive), and a temp of a live process (ours).
+    let dead = plain.join(".model.safetensors.incomplete.4194305.0.tmp");
+    let live = plain.join(format!(".config.json.{}.0.tmp", std::process::id()));
+    std::fs::write(&dead, vec![0u8; 1000]).unwrap();
+    std::fs::write(&live, b"x").unwrap();
+    let mut opts = PullOptions::new(
+        "org/model-brevis",
+        tmp.path().join("hf/hub"),
+        tmp.path().join("pw"),
+    );
+    opts.local_dir = Some(plain.clone());
+    brevis_hub::pull(&c, &opts).await.unwrap();
+    assert!(!dead.exists());
+    assert!(live.exists());
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_globs_and_an_empty_endpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = client("http://127.0.0.1:9", None);
+    let mut opts = PullOptions::new("org/m-brevis", tmp.path().join("c"), tmp.path().join("w"));
+    opts.include = vec!["[".into()];
+    let e = brevis_hub::pull(&c, &opts).await.unwrap_err();
+    assert!(matches!(e, HubError::Invalid { what: "glob", .. }), "{e}");
+    let mut mo = MirrorOptions::new("org/m", tmp.path().join("w"));
+    mo.exclude = vec!["model[0-9".into()];
+    let e = brevis_hub::mirror(&c, &c, &mo).await.unwrap_err();
+    assert!(matches!(e, HubError::Invalid { what: "glob", .. }), "{e}");
+    // HF_ENDPOINT= (empty) means the default endpoint, as for huggingface_hub.
+    if let Some(bin) = cli_binary() {
+        let out = std::process::Command::new(bin)
+            .args(["mirror", "org/model", "--dry-run", "--include", "["])
+            .env("HF_ENDPOINT", "")
+            .env("HF_HOME", tmp.path().join("hfhome"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("invalid glob"), "{err}");
+        assert!(!err.contains("invalid endpoint"), "{err}");
+    }
 }
