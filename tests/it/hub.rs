@@ -1288,3 +1288,28 @@ async fn bad_globs_and_an_empty_endpoint() {
         assert!(!err.contains("invalid endpoint"), "{err}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_closes_connections_that_never_finish_their_headers() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let tmp = tempfile::tempdir().unwrap();
+    let srv = serve(
+        &tmp.path().join("store"),
+        &[("org/model", &seed_dir())],
+        |o| o.header_read_timeout(std::time::Duration::from_millis(300)),
+    )
+    .await;
+    let host = srv.addr();
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+    s.write_all(b"GET /api/models/org/model HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    // The server closes it (EOF, or a 408 then EOF) well before 10 s.
+    let mut buf = Vec::new();
+    let r = tokio::time::timeout(std::time::Duration::from_secs(10), s.read_to_end(&mut buf)).await;
+    assert!(r.is_ok(), "connection still open");
+    // Complete requests still work.
+    let c = client(&srv.url(), None);
+    assert!(c.repo_info("org/model", "main").await.is_ok());
+    srv.shutdown().await;
+}
