@@ -105,26 +105,26 @@ impl RepoCache {
     }
 }
 
-/// Write a file through a temp file in the same folder and a rename.
+/// Write a file through a temp file in the same folder and a rename. The
+/// temp file is unnamed (`O_TMPFILE`) where the system allows, so a killed
+/// run leaves nothing behind.
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     use std::io::Write;
     let parent = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(|e| HubError::io(parent, e))?;
-    tmp.write_all(data).map_err(|e| HubError::io(path, e))?;
-    // A temp file is 0600; refs and manifests are ordinary files (0644, as
-    // `huggingface_hub` leaves them).
+    let tmp = brevis_core::fsutil::TempFile::beside(path).map_err(|e| HubError::io(path, e))?;
+    let mut f = tmp.file().map_err(|e| HubError::io(path, e))?;
+    f.write_all(data).map_err(|e| HubError::io(path, e))?;
+    // Refs and manifests are ordinary files (0644, as `huggingface_hub`
+    // leaves them), whatever the umask made of the temp file.
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644))
+        f.set_permissions(std::fs::Permissions::from_mode(0o644))
             .map_err(|e| HubError::io(path, e))?;
     }
-    tmp.as_file()
-        .sync_all()
-        .map_err(|e| HubError::io(path, e))?;
-    tmp.persist(path).map_err(|e| HubError::io(path, e.error))?;
+    drop(f);
+    tmp.persist(path, true).map_err(|e| HubError::io(path, e))?;
     Ok(())
 }
 

@@ -1069,7 +1069,14 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
         blocking(move || restore(&stored, &dst, &f2, threads, progress, &repo)).await?;
     }
     if opts.local_dir.is_none() {
+        let mut cleaned = std::collections::HashSet::new();
         for f in &chosen {
+            let p = cache.snapshot_path(&m.source.commit, &f.path)?;
+            if let Some(parent) = p.parent()
+                && cleaned.insert(parent.to_path_buf())
+            {
+                clean_stale_temps(parent);
+            }
             cache.link(&m.source.commit, &f.path, f.etag())?;
         }
         cache.set_ref(&m.source.revision, &m.source.commit)?;
@@ -1099,6 +1106,17 @@ fn clean_stale_temps(dir: &Path) {
     };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
+        // `.NAME.brevis-link-PID`: a snapshot link not yet renamed.
+        if let Some((_, pid)) = name.rsplit_once(".brevis-link-")
+            && name.starts_with('.')
+            && !pid.is_empty()
+            && pid.bytes().all(|b| b.is_ascii_digit())
+        {
+            if !Path::new("/proc").join(pid).exists() {
+                let _ = std::fs::remove_file(e.path());
+            }
+            continue;
+        }
         let Some(stem) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
             continue;
         };

@@ -1259,6 +1259,21 @@ async fn stale_temp_files_of_dead_runs_are_removed() {
     brevis_hub::pull(&c, &opts).await.unwrap();
     assert!(!dead.exists());
     assert!(live.exists());
+
+    // In the HF cache: a snapshot link a killed run made but never renamed.
+    #[cfg(unix)]
+    {
+        let cache = tmp.path().join("hf/hub");
+        let commit = c.repo_info("org/model", "main").await.unwrap().sha;
+        let snap = cache.join("models--org--model/snapshots").join(&commit);
+        std::fs::create_dir_all(&snap).unwrap();
+        let link = snap.join(".config.json.brevis-link-4194305");
+        std::os::unix::fs::symlink("../../blobs/nothing", &link).unwrap();
+        opts.local_dir = None;
+        brevis_hub::pull(&c, &opts).await.unwrap();
+        assert!(std::fs::symlink_metadata(&link).is_err());
+        assert!(temp_leftovers(&cache).is_empty());
+    }
     srv.shutdown().await;
 }
 
