@@ -498,7 +498,26 @@ pub fn verify_mirrors(
             }
         }
     }
-    let errors: Vec<anyhow::Error> = results.into_iter().filter_map(|(_, r)| r.err()).collect();
+    // Files that could not be fetched make the run an error (exit 2),
+    // after every row was reported.
+    let mut errors: Vec<anyhow::Error> = Vec::new();
+    for (target, r) in results {
+        match r {
+            Err(e) => errors.push(e),
+            Ok(rep) => {
+                let failed: Vec<&brevis_hub::VerifyEntry> =
+                    rep.files.iter().filter(|f| f.status == "error").collect();
+                if let Some(first) = failed.first() {
+                    errors.push(anyhow::anyhow!(
+                        "verifying {target}: {} file(s) could not be checked; {}: {}",
+                        failed.len(),
+                        first.path,
+                        first.detail.as_deref().unwrap_or("")
+                    ));
+                }
+            }
+        }
+    }
     let mut errors = errors.into_iter();
     match (errors.next(), errors.len()) {
         (None, _) => Ok(if ok { Outcome::Ok } else { Outcome::Mismatch }),

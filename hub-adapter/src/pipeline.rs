@@ -1212,7 +1212,8 @@ pub struct VerifyEntry {
     pub path: String,
     /// Stored file.
     pub archive: String,
-    /// `ok`, `mismatch`, `missing` or `corrupt`.
+    /// `ok`, `mismatch`, `missing` or `corrupt`; for a remote mirror also
+    /// `error` (the stored file could not be downloaded: not a verdict).
     pub status: String,
     /// SHA-256 from the manifest.
     pub expected: String,
@@ -1341,15 +1342,19 @@ pub async fn verify_mirror(
     }
     // A stored file that is not what the Hub's tree says (its LFS oid or
     // size) is a finding about that file, not a failure of the whole check.
-    let mut bad_download: HashMap<String, String> = HashMap::new();
+    // One that could not be fetched at all is reported on its row too
+    // (status `error`), so every file has a row whatever happened.
+    let mut bad_download: HashMap<String, (&'static str, String)> = HashMap::new();
     let outcomes = client.download_each(repo, &info.sha, &dl, progress).await;
     for ((archive, _, _), r) in dl.iter().zip(outcomes) {
         match r {
             Ok(_) => {}
             Err(e @ HubError::Integrity { .. }) => {
-                bad_download.insert(archive.clone(), format!("stored file: {e}"));
+                bad_download.insert(archive.clone(), ("mismatch", format!("stored file: {e}")));
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                bad_download.insert(archive.clone(), ("error", e.to_string()));
+            }
         }
     }
     write_atomic(&work.join(MANIFEST_NAME), m.to_json().as_bytes())?;
@@ -1357,8 +1362,8 @@ pub async fn verify_mirror(
     let mut rep = blocking(move || verify_local(&w2, threads)).await?;
     rep.target = repo.to_string();
     for e in &mut rep.files {
-        if let Some(d) = bad_download.get(&e.archive) {
-            e.status = "mismatch".into();
+        if let Some((status, d)) = bad_download.get(&e.archive) {
+            e.status = (*status).into();
             e.detail = Some(d.clone());
         } else if e.status == "missing" {
             e.detail = Some(format!("{} is not in {repo}", e.archive));

@@ -1119,6 +1119,24 @@ async fn remote_verify_reports_a_tampered_store_object() {
         assert_eq!(text.lines().count(), 1, "{text}");
         assert!(text.starts_with("mismatch"), "{text}");
     }
+    // A stored file that cannot be fetched at all (the server answers 5xx
+    // for it): still a row per file, that one `error` (the CLI then exits 2).
+    std::fs::remove_file(&obj).unwrap();
+    let v = brevis_hub::verify_mirror(
+        &c,
+        "org/model-brevis",
+        "main",
+        &tmp.path().join("vw"),
+        0,
+        Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+    assert!(!v.ok);
+    let errs: Vec<_> = v.files.iter().filter(|f| f.status == "error").collect();
+    assert_eq!(errs.len(), 1, "{v:?}");
+    assert_eq!(errs[0].archive, archive.path);
+    assert!(v.files.iter().filter(|f| f.status == "ok").count() == v.files.len() - 1);
     srv.shutdown().await;
 }
 
