@@ -39,20 +39,29 @@ impl HubArgs {
             .unwrap_or(DEFAULT_ENDPOINT)
     }
 
-    fn client(&self) -> Result<HubClient> {
-        Ok(HubClient::new(self.endpoint(), self.token.clone())?.with_concurrency(self.jobs))
+    fn client(&self, ui: &Ui) -> Result<HubClient> {
+        Ok(HubClient::new(self.endpoint(), self.token.clone())?
+            .with_concurrency(self.jobs)
+            .with_notes(notes(ui)))
     }
 
     /// A client for another endpoint with its own token: `--token` is never
     /// sent anywhere but `--endpoint`, unless `endpoint` is the same one.
-    fn client_for(&self, endpoint: Option<&str>, token: Option<&str>) -> Result<HubClient> {
+    fn client_for(
+        &self,
+        endpoint: Option<&str>,
+        token: Option<&str>,
+        ui: &Ui,
+    ) -> Result<HubClient> {
         let same = |e: &str| e.trim_end_matches('/') == self.endpoint().trim_end_matches('/');
         let (endpoint, token) = match endpoint {
             None => (self.endpoint(), token.or(self.token.as_deref())),
             Some(e) if same(e) => (e, token.or(self.token.as_deref())),
             Some(e) => (e, token),
         };
-        Ok(HubClient::new(endpoint, token.map(String::from))?.with_concurrency(self.jobs))
+        Ok(HubClient::new(endpoint, token.map(String::from))?
+            .with_concurrency(self.jobs)
+            .with_notes(notes(ui)))
     }
 }
 
@@ -210,10 +219,10 @@ fn print_json(v: &impl serde::Serialize) -> Result<()> {
 }
 
 pub fn mirror(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
-    let src = a.hub.client()?;
+    let src = a.hub.client(ui)?;
     let dst = a
         .hub
-        .client_for(a.to_endpoint.as_deref(), a.to_token.as_deref())?;
+        .client_for(a.to_endpoint.as_deref(), a.to_token.as_deref(), ui)?;
     let mut opts = MirrorOptions::new(a.src.clone(), work_dir(a.work_dir.clone()))
         .revision(a.revision.clone())
         .progress(Arc::new(ui.sink()))
@@ -304,7 +313,7 @@ pub fn mirror(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
 }
 
 pub fn pull(a: PullArgs, ui: &Ui) -> Result<Outcome> {
-    let client = a.hub.client()?;
+    let client = a.hub.client(ui)?;
     let cache = a
         .cache_dir
         .clone()
@@ -428,7 +437,7 @@ pub fn verify_mirrors(
         } else {
             (|| {
                 if client.is_none() {
-                    client = Some(hub.client()?);
+                    client = Some(hub.client(ui)?);
                 }
                 if rt.is_none() {
                     rt = Some(runtime()?);

@@ -67,7 +67,11 @@ pub struct HubClient {
     retry: RetryPolicy,
     concurrency: usize,
     stall: Duration,
+    notes: Option<ClientNotes>,
 }
+
+/// A callback for status lines about the connection (stalls, retries).
+pub type ClientNotes = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// How long a request may go without a byte from the server (headers or
 /// body) before that attempt is given up.
@@ -239,6 +243,7 @@ impl HubClient {
             retry: RetryPolicy::default(),
             concurrency: 4,
             stall: STALL_TIMEOUT,
+            notes: None,
         })
     }
 
@@ -253,6 +258,27 @@ impl HubClient {
     pub fn with_stall_timeout(mut self, d: Duration) -> Self {
         self.stall = d.max(Duration::from_millis(1));
         self
+    }
+
+    /// Say what the client is waiting for (a server that stalls, retries)
+    /// through `notes` (the CLI prints them on stderr).
+    pub fn with_notes(mut self, notes: ClientNotes) -> Self {
+        self.notes = Some(notes);
+        self
+    }
+
+    fn note(&self, msg: &str) {
+        if let Some(n) = &self.notes {
+            n(msg);
+        }
+    }
+
+    fn note_stall(&self, repo: &str, what: &str, stalls: u32) {
+        self.note(&format!(
+            "{repo}: {what}: no answer from {} for {} s ({stalls} of {MAX_STALLS}); trying again",
+            self.endpoint,
+            self.stall.as_secs_f64().ceil()
+        ));
     }
 
     fn stalled(&self, repo: &str, what: &'static str, attempts: u32) -> HubError {
@@ -321,6 +347,7 @@ impl HubClient {
                         if stalls >= MAX_STALLS {
                             return Err(self.stalled(repo, what, stalls));
                         }
+                        self.note_stall(repo, what, stalls);
                         attempt += 1;
                         continue;
                     }
@@ -335,7 +362,14 @@ impl HubClient {
                 }
                 Ok(resp) => return Ok(resp),
                 Err(e) if attempt < self.retry.max_retries && !e.is_builder() => {
-                    tokio::time::sleep(self.retry.delay(attempt)).await;
+                    let wait = self.retry.delay(attempt);
+                    self.note(&format!(
+                        "{repo}: {what}: {e}; trying again in {:.1} s ({} of {})",
+                        wait.as_secs_f64(),
+                        attempt + 1,
+                        self.retry.max_retries
+                    ));
+                    tokio::time::sleep(wait).await;
                 }
                 Err(e) => {
                     return Err(HubError::Network {
@@ -677,6 +711,7 @@ impl HubClient {
                 if body_stalls >= MAX_STALLS {
                     return Err(self.stalled(repo, "download", body_stalls));
                 }
+                self.note_stall(repo, &format!("download {path}"), body_stalls);
                 continue;
             }
             match broke {

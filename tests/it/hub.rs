@@ -1028,10 +1028,21 @@ async fn a_server_that_never_answers_is_given_up_on() {
             held.push(s);
         }
     });
-    let c = client(&url, None).with_stall_timeout(std::time::Duration::from_millis(300));
+    let said = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let s2 = said.clone();
+    let c = client(&url, None)
+        .with_stall_timeout(std::time::Duration::from_millis(300))
+        .with_notes(Arc::new(move |m: &str| s2.lock().unwrap().push(m.into())));
     let started = std::time::Instant::now();
     let e = c.repo_info("org/model", "main").await.unwrap_err();
     let took = started.elapsed();
+    // The wait is reported as it happens: one line per stalled attempt retried.
+    let said = said.lock().unwrap().clone();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(
+        said[0].contains("no answer from") && said[0].contains("1 of 3"),
+        "{said:?}"
+    );
     assert!(matches!(e, HubError::Stalled { attempts: 3, .. }), "{e}");
     assert!(e.to_string().contains("sent nothing"), "{e}");
     // Three stalled attempts, not the retry policy's seven slow ones.
