@@ -1330,7 +1330,13 @@ pub async fn verify_mirror(
     let tree = client.list_files(repo, &info.sha).await?;
     let remote: BTreeMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
     let mut dl = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for f in &m.files {
+        // Two entries naming one stored file: download it once (two
+        // downloads into one path would trip over each other).
+        if !seen.insert(f.archive.as_str()) {
+            continue;
+        }
         if let Some(r) = remote.get(f.archive.as_str()) {
             let expect = Expect {
                 size: Some(r.size),

@@ -999,12 +999,18 @@ async fn concurrent_pulls_of_one_mirror_both_succeed() {
     let (srv, c, commit) = mirrored(tmp.path()).await;
     let cache = tmp.path().join("hf/hub");
     let opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
-    let (c1, c2, o1, o2) = (c.clone(), c.clone(), opts.clone(), opts.clone());
+    // Two with one work folder (they take turns), a third with its own
+    // work folder (as with another HF_HOME) into the same cache.
+    let mut o3 = opts.clone();
+    o3.work_dir = tmp.path().join("pw-other");
+    let (c1, c2, c3, o1, o2) = (c.clone(), c.clone(), c.clone(), opts.clone(), opts.clone());
     let t1 = tokio::spawn(async move { brevis_hub::pull(&c1, &o1).await });
     let t2 = tokio::spawn(async move { brevis_hub::pull(&c2, &o2).await });
-    let (r1, r2) = (t1.await.unwrap(), t2.await.unwrap());
+    let t3 = tokio::spawn(async move { brevis_hub::pull(&c3, &o3).await });
+    let (r1, r2, r3) = (t1.await.unwrap(), t2.await.unwrap(), t3.await.unwrap());
     r1.unwrap();
     r2.unwrap();
+    r3.unwrap();
     let snap = cache.join("models--org--model/snapshots").join(&commit);
     for f in files_under(&seed_dir()) {
         assert_eq!(
