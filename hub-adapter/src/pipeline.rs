@@ -1054,29 +1054,20 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
             .await?;
         report.downloaded_bytes = stats.iter().map(|s| s.bytes_on_wire).sum();
     }
-    let mut cleaned = std::collections::HashSet::new();
     for f in &need {
         let stored = work.join("dl").join(&f.archive);
         let dst = final_path(f)?;
         if let Some(parent) = dst.parent() {
             std::fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
-            if cleaned.insert(parent.to_path_buf()) {
-                clean_stale_temps(parent);
-            }
         }
+        clean_stale_temps(&dst);
         let (f2, threads, progress) = ((*f).clone(), opts.threads, opts.progress.clone());
         let repo = opts.repo.clone();
         blocking(move || restore(&stored, &dst, &f2, threads, progress, &repo)).await?;
     }
     if opts.local_dir.is_none() {
-        let mut cleaned = std::collections::HashSet::new();
         for f in &chosen {
-            let p = cache.snapshot_path(&m.source.commit, &f.path)?;
-            if let Some(parent) = p.parent()
-                && cleaned.insert(parent.to_path_buf())
-            {
-                clean_stale_temps(parent);
-            }
+            clean_stale_temps(&cache.snapshot_path(&m.source.commit, &f.path)?);
             cache.link(&m.source.commit, &f.path, f.etag())?;
         }
         cache.set_ref(&m.source.revision, &m.source.commit)?;
@@ -1092,43 +1083,42 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
     Ok(report)
 }
 
-/// Remove `.NAME.PID.N.tmp` files in `dir` left by a process that is gone
-/// (a killed run of an earlier version, or of the named temp-file fallback
-/// where `O_TMPFILE` is missing). Only where `/proc` tells which processes
-/// live; a temp file of a live process is never touched.
-fn clean_stale_temps(dir: &Path) {
-    let proc = Path::new("/proc/self");
-    if !proc.exists() {
+/// Remove the temp files a process that is gone left for `dst`:
+/// `.NAME.PID.N.tmp` and `.NAME.incomplete.PID.N.tmp` (a killed run of an
+/// earlier version, or of the named temp-file fallback where `O_TMPFILE` is
+/// missing) and `.NAME.brevis-link-PID` (a snapshot link not yet renamed),
+/// NAME being `dst`'s file name. Only where `/proc` tells which processes
+/// live: a temp file of a live process, or any other file, is never touched.
+fn clean_stale_temps(dst: &Path) {
+    if !Path::new("/proc/self").exists() {
         return;
     }
+    let (Some(dir), Some(name)) = (dst.parent(), dst.file_name().and_then(|n| n.to_str())) else {
+        return;
+    };
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let dead = |pid: &str| !Path::new("/proc").join(pid).exists();
     for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        // `.NAME.brevis-link-PID`: a snapshot link not yet renamed.
-        if let Some((_, pid)) = name.rsplit_once(".brevis-link-")
-            && name.starts_with('.')
-            && !pid.is_empty()
-            && pid.bytes().all(|b| b.is_ascii_digit())
-        {
-            if !Path::new("/proc").join(pid).exists() {
-                let _ = std::fs::remove_file(e.path());
+        let entry = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = entry.strip_prefix('.').and_then(|r| r.strip_prefix(name)) else {
+            continue;
+        };
+        let stale = if let Some(pid) = rest.strip_prefix(".brevis-link-") {
+            digits(pid) && dead(pid)
+        } else if let Some(mid) = rest.strip_suffix(".tmp") {
+            let mid = mid.strip_prefix(".incomplete").unwrap_or(mid);
+            match mid.strip_prefix('.').and_then(|m| m.split_once('.')) {
+                Some((pid, n)) => digits(pid) && digits(n) && dead(pid),
+                None => false,
             }
-            continue;
-        }
-        let Some(stem) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
-            continue;
+        } else {
+            false
         };
-        let mut parts = stem.rsplitn(3, '.');
-        let (Some(n), Some(pid), Some(_)) = (parts.next(), parts.next(), parts.next()) else {
-            continue;
-        };
-        if !n.bytes().all(|b| b.is_ascii_digit()) || !pid.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let alive = Path::new("/proc").join(pid).exists();
-        if !alive && e.file_type().is_ok_and(|t| t.is_file()) {
+        let is_ours = e.file_type().is_ok_and(|t| t.is_file() || t.is_symlink());
+        if stale && is_ours {
             let _ = std::fs::remove_file(e.path());
         }
     }

@@ -1285,6 +1285,9 @@ async fn stale_temp_files_of_dead_runs_are_removed() {
     let live = plain.join(format!(".config.json.{}.0.tmp", std::process::id()));
     std::fs::write(&dead, vec![0u8; 1000]).unwrap();
     std::fs::write(&live, b"x").unwrap();
+    // A user's file that only looks like one, for a name pull does not write.
+    let theirs = plain.join(".notes.txt.4194305.0.tmp");
+    std::fs::write(&theirs, b"mine").unwrap();
     let mut opts = PullOptions::new(
         "org/model-brevis",
         tmp.path().join("hf/hub"),
@@ -1294,6 +1297,7 @@ async fn stale_temp_files_of_dead_runs_are_removed() {
     brevis_hub::pull(&c, &opts).await.unwrap();
     assert!(!dead.exists());
     assert!(live.exists());
+    assert!(theirs.exists());
 
     // In the HF cache: a snapshot link a killed run made but never renamed.
     #[cfg(unix)]
