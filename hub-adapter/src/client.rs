@@ -323,12 +323,28 @@ impl HubClient {
     }
 
     /// Send with retries on connection errors, 429 and 5xx.
-    async fn send<F>(&self, repo: &str, what: &'static str, mut build: F) -> Result<Response>
+    async fn send<F>(&self, repo: &str, what: &'static str, build: F) -> Result<Response>
+    where
+        F: FnMut() -> Result<RequestBuilder>,
+    {
+        let mut stalls = 0u32;
+        self.send_counting(repo, what, build, &mut stalls).await
+    }
+
+    /// [`HubClient::send`], counting stalled attempts in `stalls`, which a
+    /// caller making several requests for one job (a download resumed after
+    /// its body stalled) shares between them: [`MAX_STALLS`] in all.
+    async fn send_counting<F>(
+        &self,
+        repo: &str,
+        what: &'static str,
+        mut build: F,
+        stalls: &mut u32,
+    ) -> Result<Response>
     where
         F: FnMut() -> Result<RequestBuilder>,
     {
         let mut attempt = 0u32;
-        let mut stalls = 0u32;
         loop {
             let req = build()?.build().map_err(|e| HubError::Network {
                 repo: repo.into(),
@@ -343,11 +359,11 @@ impl HubClient {
                 match tokio::time::timeout(self.stall, self.http.execute(req)).await {
                     Ok(o) => o,
                     Err(_) => {
-                        stalls += 1;
-                        if stalls >= MAX_STALLS {
-                            return Err(self.stalled(repo, what, stalls));
+                        *stalls += 1;
+                        if *stalls >= MAX_STALLS {
+                            return Err(self.stalled(repo, what, *stalls));
                         }
-                        self.note_stall(repo, what, stalls);
+                        self.note_stall(repo, what, *stalls);
                         attempt += 1;
                         continue;
                     }
@@ -608,19 +624,25 @@ impl HubClient {
         stats.resumed_from = have;
         progress.advance(have);
         let mut failures = 0u32;
-        let mut body_stalls = 0u32;
+        // Stalls of the headers and of the body, all attempts together.
+        let mut stalls = 0u32;
         loop {
             if expect.size == Some(have) && have > 0 {
                 break;
             }
             let resp = self
-                .send(repo, "download", || {
-                    let mut rb = self.request(Method::GET, &url);
-                    if have > 0 {
-                        rb = rb.header("Range", format!("bytes={have}-"));
-                    }
-                    Ok(rb)
-                })
+                .send_counting(
+                    repo,
+                    "download",
+                    || {
+                        let mut rb = self.request(Method::GET, &url);
+                        if have > 0 {
+                            rb = rb.header("Range", format!("bytes={have}-"));
+                        }
+                        Ok(rb)
+                    },
+                    &mut stalls,
+                )
                 .await?;
             if resp.status() == StatusCode::RANGE_NOT_SATISFIABLE {
                 // The partial file is not a prefix of this file: start over.
@@ -707,11 +729,11 @@ impl HubClient {
             drop(file);
             if stalled {
                 // Resumed from what arrived, like a dropped connection.
-                body_stalls += 1;
-                if body_stalls >= MAX_STALLS {
-                    return Err(self.stalled(repo, "download", body_stalls));
+                stalls += 1;
+                if stalls >= MAX_STALLS {
+                    return Err(self.stalled(repo, "download", stalls));
                 }
-                self.note_stall(repo, &format!("download {path}"), body_stalls);
+                self.note_stall(repo, &format!("download {path}"), stalls);
                 continue;
             }
             match broke {

@@ -1367,3 +1367,55 @@ async fn serve_closes_connections_that_never_finish_their_headers() {
     assert!(c.repo_info("org/model", "main").await.is_ok());
     srv.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_whose_body_stalls_is_given_up_on() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Headers at once, 10 of 1000 bytes, then nothing (connection held);
+    // every other request (a resume) is not answered at all.
+    let l = tokio::net::TcpListener::bind(any_addr()).await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        let mut n = 0;
+        while let Ok((mut s, _)) = l.accept().await {
+            let mut buf = vec![0u8; 4096];
+            let _ = s.read(&mut buf).await;
+            if n % 2 == 0 {
+                let head = "HTTP/1.1 200 OK\r\ncontent-length: 1000\r\netag: \"x\"\r\n\r\n";
+                let _ = s.write_all(head.as_bytes()).await;
+                let _ = s.write_all(&[b'a'; 10]).await;
+            }
+            n += 1;
+            held.push(s);
+        }
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let said = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let s2 = said.clone();
+    let c = client(&url, None)
+        .with_stall_timeout(std::time::Duration::from_millis(300))
+        .with_notes(Arc::new(move |m: &str| s2.lock().unwrap().push(m.into())));
+    let started = std::time::Instant::now();
+    let e = c
+        .download_file(
+            "org/model",
+            "main",
+            "f.bin",
+            &tmp.path().join("f.bin"),
+            &Expect {
+                size: Some(1000),
+                ..Expect::default()
+            },
+            &brevis_core::NoProgress,
+        )
+        .await
+        .unwrap_err();
+    // Three stalls in all, header or body (body, resume, body), not three
+    // of each: two retries announced, then the error.
+    assert!(matches!(e, HubError::Stalled { attempts: 3, .. }), "{e}");
+    let said = said.lock().unwrap().clone();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert!(!tmp.path().join("f.bin").exists());
+}
