@@ -1419,3 +1419,79 @@ async fn a_download_whose_body_stalls_is_given_up_on() {
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     assert!(!tmp.path().join("f.bin").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_and_pull_a_branch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let srv = serve(
+        &tmp.path().join("store"),
+        &[("org/model", &seed_dir())],
+        |o| o,
+    )
+    .await;
+    let c = client(&srv.url(), None);
+    let url = srv.url();
+    // huggingface_hub's create_branch: POST .../branch/{name}.
+    assert_eq!(
+        raw_post(&url, "/api/models/org/model/branch/dev", "{}").await,
+        200
+    );
+    assert_eq!(
+        raw_post(&url, "/api/models/org/model/branch/dev", "{}").await,
+        409
+    );
+    assert_eq!(
+        raw_post(
+            &url,
+            "/api/models/org/model/branch/x",
+            "{\"startingPoint\": \"nope\"}"
+        )
+        .await,
+        404
+    );
+    let main = c.repo_info("org/model", "main").await.unwrap().sha;
+    assert_eq!(c.repo_info("org/model", "dev").await.unwrap().sha, main);
+    // A commit on dev only.
+    let p = tmp.path().join("extra.txt");
+    std::fs::write(&p, b"only on dev\n").unwrap();
+    c.upload_files(
+        "org/model",
+        "dev",
+        "dev only",
+        &[brevis_hub::UploadFile {
+            path_in_repo: "extra.txt".into(),
+            local: p.clone(),
+            hashes: brevis_hub::hashing::hash_bytes(b"only on dev\n"),
+        }],
+        &[],
+        Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+    let dev = c.repo_info("org/model", "dev").await.unwrap().sha;
+    assert_ne!(dev, main);
+    assert_eq!(c.repo_info("org/model", "main").await.unwrap().sha, main);
+
+    let opts = MirrorOptions::new("org/model", tmp.path().join("w")).revision("dev");
+    let rep = brevis_hub::mirror(&c, &c, &opts).await.unwrap();
+    assert_eq!(rep.source_commit, dev);
+    assert!(rep.files.iter().any(|f| f.path == "extra.txt"));
+    let cache = tmp.path().join("hf/hub");
+    let pr = brevis_hub::pull(
+        &c,
+        &PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(pr.source_commit, dev);
+    let repo_dir = cache.join("models--org--model");
+    assert_eq!(
+        std::fs::read_to_string(repo_dir.join("refs/dev")).unwrap(),
+        dev
+    );
+    assert_eq!(
+        std::fs::read(repo_dir.join("snapshots").join(&dev).join("extra.txt")).unwrap(),
+        b"only on dev\n"
+    );
+    srv.shutdown().await;
+}

@@ -375,6 +375,18 @@ async fn handle(st: Arc<State>, method: Method, uri: Uri, headers: HeaderMap, bo
         ["api", "models", org, name, "preupload", rev @ ..] if m == Method::POST => {
             preupload(&st, access, &format!("{org}/{name}"), &rev.join("/"), body).await
         }
+        ["api", "models", org, name, "branch", branch @ ..]
+            if m == Method::POST && !branch.is_empty() =>
+        {
+            create_branch(
+                &st,
+                access,
+                &format!("{org}/{name}"),
+                &branch.join("/"),
+                body,
+            )
+            .await
+        }
         ["api", "models", org, name, "commit", rev @ ..] if m == Method::POST => {
             commit(
                 &st,
@@ -1027,6 +1039,64 @@ fn writable(st: &State, access: Access, repo: &str, rev: &str) -> std::result::R
             &format!("Invalid rev id: {rev}"),
         )),
         Err(e) => Err(internal(e)),
+    }
+}
+
+/// `POST /api/models/{repo}/branch/{branch}` (`huggingface_hub`'s
+/// `create_branch`): a new branch at `startingPoint` (default `main`); 409
+/// if it exists.
+async fn create_branch(st: &State, access: Access, repo: &str, branch: &str, body: Body) -> Resp {
+    if let Some(r) = need_write(access) {
+        return r;
+    }
+    if check_repo_id(repo).is_err() || st.store.repo_private(repo).is_none() {
+        return repo_not_found();
+    }
+    let is_commit_id = branch.len() == 40 && branch.bytes().all(|b| b.is_ascii_hexdigit());
+    if crate::paths::check_revision(branch).is_err() || is_commit_id || branch.starts_with("refs/")
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            None,
+            &format!("invalid branch name {branch:?}"),
+        );
+    }
+    let b = match read_body(body, 64 << 10).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let v: Value = serde_json::from_slice(&b).unwrap_or(Value::Null);
+    let start = v
+        .get("startingPoint")
+        .and_then(Value::as_str)
+        .unwrap_or("main")
+        .to_string();
+    let _g = st.write_lock.lock().unwrap_or_else(|p| p.into_inner());
+    match st.store.head(repo, branch) {
+        Ok(None) => {}
+        Ok(Some(_)) => {
+            return error(
+                StatusCode::CONFLICT,
+                None,
+                &format!("branch {branch} already exists"),
+            );
+        }
+        Err(e) => return internal(e),
+    }
+    let from = match st.store.resolve(repo, &start) {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            return error(
+                StatusCode::NOT_FOUND,
+                Some("RevisionNotFound"),
+                &format!("Invalid rev id: {start}"),
+            );
+        }
+        Err(e) => return internal(e),
+    };
+    match st.store.set_head(repo, branch, &from.oid) {
+        Ok(()) => json_resp(StatusCode::OK, &json!({})),
+        Err(e) => internal(e),
     }
 }
 
