@@ -18,8 +18,8 @@ const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 /// Where the Hub is and who we are.
 #[derive(Args, Debug)]
 pub struct HubArgs {
-    /// Hub endpoint [default: https://huggingface.co; an empty HF_ENDPOINT
-    /// means the default too].
+    /// Hub endpoint (default `https://huggingface.co`, also when
+    /// HF_ENDPOINT is empty).
     #[arg(long, env = "HF_ENDPOINT")]
     pub endpoint: Option<String>,
     /// Access token (never printed).
