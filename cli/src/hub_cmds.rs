@@ -18,9 +18,10 @@ const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 /// Where the Hub is and who we are.
 #[derive(Args, Debug)]
 pub struct HubArgs {
-    /// Hub endpoint.
-    #[arg(long, env = "HF_ENDPOINT", default_value = DEFAULT_ENDPOINT)]
-    pub endpoint: String,
+    /// Hub endpoint (default `https://huggingface.co`, also when
+    /// HF_ENDPOINT is empty).
+    #[arg(long, env = "HF_ENDPOINT")]
+    pub endpoint: Option<String>,
     /// Access token (never printed).
     #[arg(long, env = "HF_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -30,18 +31,44 @@ pub struct HubArgs {
 }
 
 impl HubArgs {
-    fn client(&self, endpoint: Option<&str>) -> Result<HubClient> {
-        Ok(
-            HubClient::new(endpoint.unwrap_or(&self.endpoint), self.token.clone())?
-                .with_concurrency(self.jobs),
-        )
+    /// The endpoint: --endpoint, else HF_ENDPOINT unless empty, else the Hub.
+    fn endpoint(&self) -> &str {
+        self.endpoint
+            .as_deref()
+            .filter(|e| !e.is_empty())
+            .unwrap_or(DEFAULT_ENDPOINT)
+    }
+
+    fn client(&self, ui: &Ui) -> Result<HubClient> {
+        Ok(HubClient::new(self.endpoint(), self.token.clone())?
+            .with_concurrency(self.jobs)
+            .with_notes(notes(ui)))
+    }
+
+    /// A client for another endpoint with its own token: `--token` is never
+    /// sent anywhere but `--endpoint`, unless `endpoint` is the same one.
+    fn client_for(
+        &self,
+        endpoint: Option<&str>,
+        token: Option<&str>,
+        ui: &Ui,
+    ) -> Result<HubClient> {
+        let same = |e: &str| e.trim_end_matches('/') == self.endpoint().trim_end_matches('/');
+        let (endpoint, token) = match endpoint {
+            None => (self.endpoint(), token.or(self.token.as_deref())),
+            Some(e) if same(e) => (e, token.or(self.token.as_deref())),
+            Some(e) => (e, token),
+        };
+        Ok(HubClient::new(endpoint, token.map(String::from))?
+            .with_concurrency(self.jobs)
+            .with_notes(notes(ui)))
     }
 }
 
 /// Download a Hub model repo, compress it, and upload a compressed mirror.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub mirror org/model                       # uploads org/model-brevis\n  brevis-hub mirror org/model --to me/model-small --revision main --private\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub mirror org/model --dry-run"
+    after_help = "Examples:\n  brevis-hub mirror org/model                       # uploads org/model-brevis\n  brevis-hub mirror org/model --to me/model-small --revision main --private\n  brevis-hub mirror org/model --endpoint https://hub-a --token A --to-endpoint https://hub-b --to-token B\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub mirror org/model --dry-run"
 )]
 pub struct MirrorArgs {
     /// Source repo, `org/model`.
@@ -57,6 +84,15 @@ pub struct MirrorArgs {
     /// Endpoint to upload the mirror to (default: --endpoint).
     #[arg(long)]
     pub to_endpoint: Option<String>,
+    /// Token for the destination (--to-endpoint) only. --token / HF_TOKEN
+    /// goes to the source endpoint only; when the two endpoints are the same
+    /// and this is not given, --token serves both.
+    #[arg(long, env = "BREVIS_TO_TOKEN", hide_env_values = true)]
+    pub to_token: Option<String>,
+    /// Replace the destination repo even if it exists and is not a Brevis
+    /// mirror (its files are deleted). Without it, such a repo is refused.
+    #[arg(long)]
+    pub force: bool,
     /// Use this prior (JSON) instead of learning one.
     #[arg(long)]
     pub prior: Option<PathBuf>,
@@ -183,8 +219,10 @@ fn print_json(v: &impl serde::Serialize) -> Result<()> {
 }
 
 pub fn mirror(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
-    let src = a.hub.client(None)?;
-    let dst = a.hub.client(a.to_endpoint.as_deref())?;
+    let src = a.hub.client(ui)?;
+    let dst = a
+        .hub
+        .client_for(a.to_endpoint.as_deref(), a.to_token.as_deref(), ui)?;
     let mut opts = MirrorOptions::new(a.src.clone(), work_dir(a.work_dir.clone()))
         .revision(a.revision.clone())
         .progress(Arc::new(ui.sink()))
@@ -196,6 +234,7 @@ pub fn mirror(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
     opts.include = a.files.include.clone();
     opts.exclude = a.files.exclude.clone();
     opts.keep_work = a.keep_work;
+    opts.force = a.force;
     opts.threads = a.threads;
     opts.budget = a.budget;
     let started = std::time::Instant::now();
@@ -208,6 +247,10 @@ pub fn mirror(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
         v["ratio"] = serde_json::json!(rep.ratio());
         v["seconds"] = serde_json::json!(secs);
         print_json(&v)?;
+        return Ok(Outcome::Ok);
+    }
+    // -q: nothing but errors (a plan is what --dry-run asked for).
+    if ui.quiet && !rep.dry_run {
         return Ok(Outcome::Ok);
     }
     let mut out = std::io::stdout().lock();
@@ -270,7 +313,7 @@ pub fn mirror(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
 }
 
 pub fn pull(a: PullArgs, ui: &Ui) -> Result<Outcome> {
-    let client = a.hub.client(None)?;
+    let client = a.hub.client(ui)?;
     let cache = a
         .cache_dir
         .clone()
@@ -292,7 +335,7 @@ pub fn pull(a: PullArgs, ui: &Ui) -> Result<Outcome> {
         let mut v = serde_json::to_value(&rep)?;
         v["seconds"] = serde_json::json!(secs);
         print_json(&v)?;
-    } else {
+    } else if !ui.quiet {
         let mut out = std::io::stdout().lock();
         writeln!(
             out,
@@ -371,70 +414,126 @@ async fn wait_for_signal() {
     }
 }
 
-/// Verify a mirror: a local folder holding `brevis.manifest.json`, or a
-/// remote mirror repo id. Returns Ok(Mismatch) when any file differs.
-pub fn verify_mirror(target: &str, json: bool, ui: &Ui) -> Result<Outcome> {
-    let path = std::path::Path::new(target);
-    let rep = if path.is_dir() {
-        brevis_hub::verify_local(path, 0).with_context(|| format!("verifying {target}"))?
-    } else {
-        let endpoint = std::env::var("HF_ENDPOINT")
-            .ok()
-            .filter(|e| !e.is_empty())
-            .unwrap_or_else(|| DEFAULT_ENDPOINT.into());
-        let token = std::env::var("HF_TOKEN").ok();
-        let client = HubClient::new(&endpoint, token)?;
-        let work = work_dir(None);
-        runtime()?
-            .block_on(brevis_hub::verify_mirror(
-                &client,
-                target,
-                "main",
-                &work,
-                0,
-                Arc::new(ui.sink()),
-            ))
-            .with_context(|| format!("verifying {target}"))?
-    };
+/// Verify mirrors: local folders holding `brevis.manifest.json`, or remote
+/// mirror repo ids (at `revision`, on `hub`'s endpoint with its token).
+/// Every target is checked and reported, in text or JSON, whatever happens
+/// to the others. Ok(Mismatch) when a file differs; an error (exit 2) when a
+/// target could not be checked at all.
+pub fn verify_mirrors(
+    targets: &[String],
+    revision: &str,
+    hub: &HubArgs,
+    threads: usize,
+    json: bool,
+    ui: &Ui,
+) -> Result<Outcome> {
+    let mut results: Vec<(String, Result<brevis_hub::VerifyReport>)> = Vec::new();
+    let mut client: Option<HubClient> = None;
+    let mut rt: Option<tokio::runtime::Runtime> = None;
+    for target in targets {
+        let path = std::path::Path::new(target);
+        let r = if path.is_dir() {
+            brevis_hub::verify_local(path, threads).with_context(|| format!("verifying {target}"))
+        } else {
+            (|| {
+                if client.is_none() {
+                    client = Some(hub.client(ui)?);
+                }
+                if rt.is_none() {
+                    rt = Some(runtime()?);
+                }
+                let (Some(c), Some(rt)) = (&client, &rt) else {
+                    anyhow::bail!("no client");
+                };
+                rt.block_on(brevis_hub::verify_mirror(
+                    c,
+                    target,
+                    revision,
+                    &work_dir(None),
+                    threads,
+                    Arc::new(ui.sink()),
+                ))
+                .with_context(|| format!("verifying {target}"))
+            })()
+        };
+        results.push((target.clone(), r));
+    }
+    let ok = results
+        .iter()
+        .all(|(_, r)| r.as_ref().is_ok_and(|rep| rep.ok));
     if json {
-        print_json(&rep)?;
+        let rows: Vec<serde_json::Value> = results
+            .iter()
+            .map(|(t, r)| match r {
+                Ok(rep) => serde_json::to_value(rep).unwrap_or_default(),
+                Err(e) => serde_json::json!({
+                    "target": t, "ok": false, "files": [], "error": crate::message(e),
+                }),
+            })
+            .collect();
+        match rows.as_slice() {
+            [one] => print_json(one)?,
+            _ => print_json(&serde_json::json!({ "ok": ok, "mirrors": rows }))?,
+        }
     } else {
         let mut out = std::io::stdout().lock();
-        // -q: nothing but the files that are not ok.
-        for f in rep.files.iter().filter(|f| !(ui.quiet && f.status == "ok")) {
-            writeln!(
-                out,
-                "{:<8} {}{}",
-                f.status,
-                f.path,
-                f.detail
-                    .as_deref()
-                    .map(|d| format!(" ({d})"))
-                    .unwrap_or_default()
-            )?;
+        for (_, r) in &results {
+            let Ok(rep) = r else { continue };
+            // -q: nothing but the files that are not ok.
+            for f in rep.files.iter().filter(|f| !(ui.quiet && f.status == "ok")) {
+                writeln!(
+                    out,
+                    "{:<8} {}{}",
+                    f.status,
+                    f.path,
+                    f.detail
+                        .as_deref()
+                        .map(|d| format!(" ({d})"))
+                        .unwrap_or_default()
+                )?;
+            }
+            if !ui.quiet {
+                let bad = rep.files.iter().filter(|f| f.status != "ok").count();
+                writeln!(
+                    out,
+                    "{}: {} file(s), {} ok, {} bad (source {}@{})",
+                    rep.target,
+                    rep.files.len(),
+                    rep.files.len() - bad,
+                    bad,
+                    rep.source.repo,
+                    rep.source.commit
+                )?;
+            }
         }
-        let bad = rep.files.iter().filter(|f| f.status != "ok").count();
-        if ui.quiet {
-            return Ok(if rep.ok {
-                Outcome::Ok
-            } else {
-                Outcome::Mismatch
-            });
-        }
-        writeln!(
-            out,
-            "{}: {} file(s), {} ok, {} bad (source {}@{})",
-            rep.target,
-            rep.files.len(),
-            rep.files.len() - bad,
-            bad,
-            rep.source.repo,
-            rep.source.commit
-        )?;
     }
-    Ok(if rep.ok {
-        Outcome::Ok
-    } else {
-        Outcome::Mismatch
-    })
+    // Files that could not be fetched make the run an error (exit 2),
+    // after every row was reported.
+    let mut errors: Vec<anyhow::Error> = Vec::new();
+    for (target, r) in results {
+        match r {
+            Err(e) => errors.push(e),
+            Ok(rep) => {
+                let failed: Vec<&brevis_hub::VerifyEntry> =
+                    rep.files.iter().filter(|f| f.status == "error").collect();
+                if let Some(first) = failed.first() {
+                    errors.push(anyhow::anyhow!(
+                        "verifying {target}: {} file(s) could not be checked; {}: {}",
+                        failed.len(),
+                        first.path,
+                        first.detail.as_deref().unwrap_or("")
+                    ));
+                }
+            }
+        }
+    }
+    let mut errors = errors.into_iter();
+    match (errors.next(), errors.len()) {
+        (None, _) => Ok(if ok { Outcome::Ok } else { Outcome::Mismatch }),
+        (Some(e), 0) => Err(e),
+        (Some(e), n) => Err(anyhow::anyhow!(
+            "{} (and {n} more target(s) could not be checked)",
+            crate::message(&e)
+        )),
+    }
 }

@@ -83,7 +83,7 @@ pub struct DecompressArgs {
 /// archive or of a newer format).
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub verify model.safetensors.brv --original model.safetensors\n  brevis-hub verify ./packed --json                 # every *.brv below ./packed\n  brevis-hub verify ./mirror-folder --json          # a folder holding brevis.manifest.json\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub verify owner/model-brevis\n\nA file named on the command line is verified as an archive whatever its name.\nAn argument that is no local path is a Hub mirror repo id if it looks like one\n(owner/name); a mirror, local or remote, must be the only target."
+    after_help = "Examples:\n  brevis-hub verify model.safetensors.brv --original model.safetensors\n  brevis-hub verify ./packed --json                 # every *.brv below ./packed\n  brevis-hub verify ./mirror-folder --json          # a folder holding brevis.manifest.json\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub verify owner/model-brevis\n  brevis-hub verify org/a-brevis org/b-brevis --endpoint http://127.0.0.1:8080 --revision main --json\n\nA file named on the command line is verified as an archive whatever its name.\nAn argument that is no local path is a Hub mirror repo id if it looks like one\n(owner/name), fetched from --endpoint (HF_ENDPOINT) with --token (HF_TOKEN).\nMirrors, local or remote, are verified together, not with archives."
 )]
 pub struct VerifyArgs {
     /// Archives, folders of archives, a mirror folder (holding
@@ -99,6 +99,12 @@ pub struct VerifyArgs {
     /// JSON report on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Revision of a remote mirror (branch or commit).
+    #[arg(long, default_value = "main")]
+    pub revision: String,
+    /// Where remote mirrors are (--endpoint / HF_ENDPOINT, --token / HF_TOKEN).
+    #[command(flatten)]
+    pub hub: crate::hub_cmds::HubArgs,
 }
 
 /// Show each tensor's program and what it saved.
@@ -782,28 +788,27 @@ impl Checked {
 
 pub fn verify(a: VerifyArgs, ui: &Ui) -> Result<Outcome> {
     // A folder with a manifest, or a repo id that is no local path: a mirror.
-    if let [t] = a.targets.as_slice() {
+    let is_mirror = |t: &String| {
         let p = Path::new(t);
-        if (p.is_dir() && p.join("brevis.manifest.json").exists())
+        (p.is_dir() && p.join("brevis.manifest.json").exists())
             || (std::fs::symlink_metadata(p).is_err() && looks_like_repo_id(t))
-        {
-            if a.original.is_some() {
-                bail!("--original is for one archive, not a mirror");
-            }
-            let r = crate::hub_cmds::verify_mirror(t, a.json, ui);
-            if a.json
-                && let Err(e) = &r
-            {
-                // What a CI job reads: JSON even when nothing was checked.
-                outln!(
-                    "{}",
-                    serde_json::to_string_pretty(&json!({
-                        "target": t, "ok": false, "files": [], "error": crate::message(e),
-                    }))?
-                );
-            }
-            return r;
+    };
+    let mirrors = a.targets.iter().filter(|t| is_mirror(t)).count();
+    if mirrors > 0 {
+        if mirrors != a.targets.len() {
+            bail!("mirrors (folders or repo ids) and archives cannot be verified in one run");
         }
+        if a.original.is_some() {
+            bail!("--original is for one archive, not a mirror");
+        }
+        return crate::hub_cmds::verify_mirrors(
+            &a.targets,
+            &a.revision,
+            &a.hub,
+            a.threads,
+            a.json,
+            ui,
+        );
     }
     // Every argument is reported: its archives, or why it has none.
     let mut targets: Vec<Result<PathBuf, Checked>> = Vec::new();

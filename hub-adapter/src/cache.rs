@@ -86,7 +86,11 @@ impl RepoCache {
         ));
         let _ = std::fs::remove_file(&tmp);
         symlink(&target, &tmp).map_err(|e| HubError::io(&tmp, e))?;
-        std::fs::rename(&tmp, &dst).map_err(|e| HubError::io(&dst, e))?;
+        if let Err(e) = std::fs::rename(&tmp, &dst) {
+            // E.g. a folder where the link goes: leave no stray link behind.
+            let _ = std::fs::remove_file(&tmp);
+            return Err(HubError::io(&dst, e));
+        }
         Ok(())
     }
 
@@ -101,17 +105,26 @@ impl RepoCache {
     }
 }
 
-/// Write a file through a temp file in the same folder and a rename.
+/// Write a file through a temp file in the same folder and a rename. The
+/// temp file is unnamed (`O_TMPFILE`) where the system allows, so a killed
+/// run leaves nothing behind.
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     use std::io::Write;
     let parent = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(|e| HubError::io(parent, e))?;
-    tmp.write_all(data).map_err(|e| HubError::io(path, e))?;
-    tmp.as_file()
-        .sync_all()
-        .map_err(|e| HubError::io(path, e))?;
-    tmp.persist(path).map_err(|e| HubError::io(path, e.error))?;
+    let tmp = brevis_core::fsutil::TempFile::beside(path).map_err(|e| HubError::io(path, e))?;
+    let mut f = tmp.file().map_err(|e| HubError::io(path, e))?;
+    f.write_all(data).map_err(|e| HubError::io(path, e))?;
+    // Refs and manifests are ordinary files (0644, as `huggingface_hub`
+    // leaves them), whatever the umask made of the temp file.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(0o644))
+            .map_err(|e| HubError::io(path, e))?;
+    }
+    drop(f);
+    tmp.persist(path, true).map_err(|e| HubError::io(path, e))?;
     Ok(())
 }
 
@@ -141,9 +154,35 @@ mod tests {
         let commit = "1".repeat(40);
         c.link(&commit, "sub/dir/f.bin", &etag).unwrap();
         c.set_ref("main", &commit).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(c.root().join("refs/main"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o644);
+        }
         let p = c.snapshot_path(&commit, "sub/dir/f.bin").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"x");
         assert!(std::fs::read_link(&p).unwrap().starts_with("../../../.."));
         assert!(c.snapshot_path(&commit, "../x").is_err());
+    }
+
+    #[test]
+    fn failed_link_leaves_nothing_behind() {
+        let d = tempfile::tempdir().unwrap();
+        let c = RepoCache::new(d.path(), "org/name").unwrap();
+        let etag = "ab".repeat(32);
+        let commit = "1".repeat(40);
+        let snap = c.root().join("snapshots").join(&commit);
+        // A non-empty folder where the link goes: the rename fails.
+        std::fs::create_dir_all(snap.join("LICENSE/x")).unwrap();
+        assert!(c.link(&commit, "LICENSE", &etag).is_err());
+        let names: Vec<String> = std::fs::read_dir(&snap)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["LICENSE"]);
     }
 }

@@ -66,7 +66,20 @@ pub struct HubClient {
     http: reqwest::Client,
     retry: RetryPolicy,
     concurrency: usize,
+    stall: Duration,
+    notes: Option<ClientNotes>,
 }
+
+/// A callback for status lines about the connection (stalls, retries).
+pub type ClientNotes = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// How long a request may go without a byte from the server (headers or
+/// body) before that attempt is given up.
+pub const STALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Stalled attempts of one call before it fails: with [`STALL_TIMEOUT`],
+/// a server that accepts connections and never answers is given up on in
+/// about 90 s.
+pub const MAX_STALLS: u32 = 3;
 
 impl std::fmt::Debug for HubClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -229,6 +242,8 @@ impl HubClient {
             http,
             retry: RetryPolicy::default(),
             concurrency: 4,
+            stall: STALL_TIMEOUT,
+            notes: None,
         })
     }
 
@@ -236,6 +251,44 @@ impl HubClient {
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
         self
+    }
+
+    /// Give up an attempt after `d` without a byte from the server
+    /// (default [`STALL_TIMEOUT`]); [`MAX_STALLS`] such attempts fail the call.
+    pub fn with_stall_timeout(mut self, d: Duration) -> Self {
+        self.stall = d.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Say what the client is waiting for (a server that stalls, retries)
+    /// through `notes` (the CLI prints them on stderr).
+    pub fn with_notes(mut self, notes: ClientNotes) -> Self {
+        self.notes = Some(notes);
+        self
+    }
+
+    fn note(&self, msg: &str) {
+        if let Some(n) = &self.notes {
+            n(msg);
+        }
+    }
+
+    fn note_stall(&self, repo: &str, what: &str, stalls: u32) {
+        self.note(&format!(
+            "{repo}: {what}: no answer from {} for {} s ({stalls} of {MAX_STALLS}); trying again",
+            self.endpoint,
+            self.stall.as_secs_f64().ceil()
+        ));
+    }
+
+    fn stalled(&self, repo: &str, what: &'static str, attempts: u32) -> HubError {
+        HubError::Stalled {
+            repo: repo.into(),
+            what,
+            endpoint: self.endpoint.clone(),
+            seconds: self.stall.as_secs_f64().ceil() as u64,
+            attempts,
+        }
     }
 
     /// Download or upload up to `n` files at once.
@@ -257,19 +310,67 @@ impl HubClient {
     fn request(&self, method: Method, url: &str) -> RequestBuilder {
         let rb = self.http.request(method, url);
         match &self.token {
-            Some(t) if url.starts_with(&self.endpoint) => rb.bearer_auth(t),
+            Some(t) if self.is_ours(url) => rb.bearer_auth(t),
             _ => rb,
         }
     }
 
+    /// Whether `url` is on this client's endpoint (so may carry its token):
+    /// `http://h:80` is not a prefix match for `http://h:8080/...`.
+    fn is_ours(&self, url: &str) -> bool {
+        url.strip_prefix(&self.endpoint)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/') || rest.starts_with('?'))
+    }
+
     /// Send with retries on connection errors, 429 and 5xx.
-    async fn send<F>(&self, repo: &str, what: &'static str, mut build: F) -> Result<Response>
+    async fn send<F>(&self, repo: &str, what: &'static str, build: F) -> Result<Response>
+    where
+        F: FnMut() -> Result<RequestBuilder>,
+    {
+        let mut stalls = 0u32;
+        self.send_counting(repo, what, build, &mut stalls).await
+    }
+
+    /// [`HubClient::send`], counting stalled attempts in `stalls`, which a
+    /// caller making several requests for one job (a download resumed after
+    /// its body stalled) shares between them: [`MAX_STALLS`] in all.
+    async fn send_counting<F>(
+        &self,
+        repo: &str,
+        what: &'static str,
+        mut build: F,
+        stalls: &mut u32,
+    ) -> Result<Response>
     where
         F: FnMut() -> Result<RequestBuilder>,
     {
         let mut attempt = 0u32;
         loop {
-            let outcome = build()?.send().await;
+            let req = build()?.build().map_err(|e| HubError::Network {
+                repo: repo.into(),
+                what,
+                attempts: 0,
+                source: Box::new(e),
+            })?;
+            // A request without a body is answered at once or not at all:
+            // no headers within the stall timeout is a stalled attempt. (An
+            // upload may take long before the server answers.)
+            let outcome = if req.body().is_none() {
+                match tokio::time::timeout(self.stall, self.http.execute(req)).await {
+                    Ok(o) => o,
+                    Err(_) => {
+                        *stalls += 1;
+                        if *stalls >= MAX_STALLS {
+                            return Err(self.stalled(repo, what, *stalls));
+                        }
+                        self.note_stall(repo, what, *stalls);
+                        attempt += 1;
+                        continue;
+                    }
+                }
+            } else {
+                self.http.execute(req).await
+            };
             match outcome {
                 Ok(resp) if is_retryable(resp.status()) && attempt < self.retry.max_retries => {
                     let wait = retry_after(resp.headers()).unwrap_or(self.retry.delay(attempt));
@@ -277,7 +378,14 @@ impl HubClient {
                 }
                 Ok(resp) => return Ok(resp),
                 Err(e) if attempt < self.retry.max_retries && !e.is_builder() => {
-                    tokio::time::sleep(self.retry.delay(attempt)).await;
+                    let wait = self.retry.delay(attempt);
+                    self.note(&format!(
+                        "{repo}: {what}: {e}; trying again in {:.1} s ({} of {})",
+                        wait.as_secs_f64(),
+                        attempt + 1,
+                        self.retry.max_retries
+                    ));
+                    tokio::time::sleep(wait).await;
                 }
                 Err(e) => {
                     return Err(HubError::Network {
@@ -293,7 +401,7 @@ impl HubClient {
     }
 
     async fn json(&self, resp: Response, repo: &str, what: &'static str) -> Result<Value> {
-        let bytes = read_limited(resp, MAX_JSON_LEN)
+        let bytes = read_limited(resp, MAX_JSON_LEN, self.stall)
             .await
             .map_err(|r| HubError::protocol(repo, what, r))?;
         serde_json::from_slice(&bytes)
@@ -516,18 +624,25 @@ impl HubClient {
         stats.resumed_from = have;
         progress.advance(have);
         let mut failures = 0u32;
+        // Stalls of the headers and of the body, all attempts together.
+        let mut stalls = 0u32;
         loop {
             if expect.size == Some(have) && have > 0 {
                 break;
             }
             let resp = self
-                .send(repo, "download", || {
-                    let mut rb = self.request(Method::GET, &url);
-                    if have > 0 {
-                        rb = rb.header("Range", format!("bytes={have}-"));
-                    }
-                    Ok(rb)
-                })
+                .send_counting(
+                    repo,
+                    "download",
+                    || {
+                        let mut rb = self.request(Method::GET, &url);
+                        if have > 0 {
+                            rb = rb.header("Range", format!("bytes={have}-"));
+                        }
+                        Ok(rb)
+                    },
+                    &mut stalls,
+                )
                 .await?;
             if resp.status() == StatusCode::RANGE_NOT_SATISFIABLE {
                 // The partial file is not a prefix of this file: start over.
@@ -576,7 +691,16 @@ impl HubClient {
                 .map_err(|e| HubError::io(&part, e))?;
             let mut body = resp.bytes_stream();
             let mut broke = None;
-            while let Some(chunk) = body.next().await {
+            let mut stalled = false;
+            loop {
+                let chunk = match tokio::time::timeout(self.stall, body.next()).await {
+                    Ok(Some(c)) => c,
+                    Ok(None) => break,
+                    Err(_) => {
+                        stalled = true;
+                        break;
+                    }
+                };
                 match chunk {
                     Ok(c) => {
                         if expect.size.is_some_and(|s| have + c.len() as u64 > s) {
@@ -603,6 +727,15 @@ impl HubClient {
             file.flush().await.map_err(|e| HubError::io(&part, e))?;
             file.sync_all().await.map_err(|e| HubError::io(&part, e))?;
             drop(file);
+            if stalled {
+                // Resumed from what arrived, like a dropped connection.
+                stalls += 1;
+                if stalls >= MAX_STALLS {
+                    return Err(self.stalled(repo, "download", stalls));
+                }
+                self.note_stall(repo, &format!("download {path}"), stalls);
+                continue;
+            }
             match broke {
                 None => {
                     if expect.size.is_none() || expect.size == Some(have) {
@@ -628,9 +761,10 @@ impl HubClient {
             tokio::time::sleep(self.retry.delay(failures.saturating_sub(1))).await;
         }
         let hashes = hashing::hash_file_async(&part).await?;
-        let bad = |expected: &str, actual: &str| HubError::Integrity {
+        let bad = |what: &'static str, expected: &str, actual: &str| HubError::Integrity {
             repo: repo.into(),
             file: path.into(),
+            what,
             expected: expected.into(),
             actual: actual.into(),
         };
@@ -639,6 +773,7 @@ impl HubClient {
         {
             let _ = tokio::fs::remove_file(&part).await;
             return Err(bad(
+                "size",
                 &format!("{s} bytes"),
                 &format!("{} bytes", hashes.size),
             ));
@@ -647,13 +782,13 @@ impl HubClient {
             && !want.eq_ignore_ascii_case(&hashes.sha256_hex())
         {
             let _ = tokio::fs::remove_file(&part).await;
-            return Err(bad(want, &hashes.sha256_hex()));
+            return Err(bad("SHA-256", want, &hashes.sha256_hex()));
         }
         if let Some(want) = &expect.git_oid
             && !want.eq_ignore_ascii_case(&hashes.git_oid)
         {
             let _ = tokio::fs::remove_file(&part).await;
-            return Err(bad(want, &hashes.git_oid));
+            return Err(bad("git blob id", want, &hashes.git_oid));
         }
         tokio::fs::rename(&part, dst)
             .await
@@ -671,9 +806,27 @@ impl HubClient {
         files: &[(String, PathBuf, Expect)],
         progress: Arc<dyn ProgressSink>,
     ) -> Result<Vec<DownloadStats>> {
+        self.download_each(repo, revision, files, progress)
+            .await
+            .into_iter()
+            .collect()
+    }
+
+    /// [`HubClient::download_many`], with one outcome per file: a file that
+    /// fails does not hide what happened to the others.
+    pub async fn download_each(
+        &self,
+        repo: &str,
+        revision: &str,
+        files: &[(String, PathBuf, Expect)],
+        progress: Arc<dyn ProgressSink>,
+    ) -> Vec<Result<DownloadStats>> {
         let total: u64 = files.iter().filter_map(|f| f.2.size).sum();
         progress.start(&format!("download {repo}"), total);
-        let results: Vec<Result<DownloadStats>> = futures_util::stream::iter(files.iter())
+        // The futures are made first, then run: a closure in the stream
+        // would make this future not `Send` for callers that spawn it.
+        let futures: Vec<_> = files
+            .iter()
             .map(|(path, dst, expect)| {
                 let p = progress.clone();
                 async move {
@@ -681,11 +834,13 @@ impl HubClient {
                         .await
                 }
             })
+            .collect();
+        let results: Vec<Result<DownloadStats>> = futures_util::stream::iter(futures)
             .buffered(self.concurrency)
             .collect()
             .await;
         progress.finish();
-        results.into_iter().collect()
+        results
     }
 
     /// The user name behind the token (`/api/whoami-v2`).
@@ -1197,9 +1352,19 @@ pub fn incomplete_path(dst: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-async fn read_limited(mut resp: Response, limit: usize) -> Result<Vec<u8>, String> {
+async fn read_limited(
+    mut resp: Response,
+    limit: usize,
+    stall: Duration,
+) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
-    while let Some(c) = resp.chunk().await.map_err(|e| e.to_string())? {
+    loop {
+        let next = tokio::time::timeout(stall, resp.chunk())
+            .await
+            .map_err(|_| format!("no bytes for {} s", stall.as_secs_f64().ceil()))?;
+        let Some(c) = next.map_err(|e| e.to_string())? else {
+            break;
+        };
         if out.len() + c.len() > limit {
             return Err(format!("answer longer than {limit} bytes"));
         }
@@ -1258,7 +1423,9 @@ async fn check(
             status: status.as_u16(),
         });
     }
-    let body = read_limited(resp, 64 << 10).await.unwrap_or_default();
+    let body = read_limited(resp, 64 << 10, STALL_TIMEOUT)
+        .await
+        .unwrap_or_default();
     let mut message = header_msg.unwrap_or_else(|| {
         serde_json::from_slice::<Value>(&body)
             .ok()
@@ -1304,6 +1471,15 @@ mod tests {
             next_link(&h).as_deref(),
             Some("http://x/api/models/a/b/tree/main?cursor=abc")
         );
+    }
+
+    #[test]
+    fn token_only_for_own_endpoint() {
+        let c = HubClient::new("http://127.0.0.1:80", Some("t".into())).unwrap();
+        assert!(c.is_ours("http://127.0.0.1:80/api/models/a/b"));
+        assert!(c.is_ours("http://127.0.0.1:80"));
+        assert!(!c.is_ours("http://127.0.0.1:8080/api/models/a/b"));
+        assert!(!c.is_ours("http://127.0.0.1:80.evil.example/x"));
     }
 
     #[test]

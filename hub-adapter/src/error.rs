@@ -73,6 +73,22 @@ pub enum HubError {
         /// The last cause.
         source: Box<reqwest::Error>,
     },
+    /// The server sent nothing for too long, again and again.
+    #[error(
+        "{repo}: {what}: {endpoint} sent nothing for {seconds} s, {attempts} time(s) in a row; giving up (is the server up and answering?)"
+    )]
+    Stalled {
+        /// Repo id.
+        repo: String,
+        /// Which call.
+        what: &'static str,
+        /// The endpoint asked.
+        endpoint: String,
+        /// The no-progress timeout, in seconds.
+        seconds: u64,
+        /// Attempts that stalled.
+        attempts: u32,
+    },
     /// The server answered something this client cannot use.
     #[error("{repo}: unexpected answer to {what}: {reason}")]
     Protocol {
@@ -94,12 +110,14 @@ pub enum HubError {
         reason: String,
     },
     /// Downloaded or decoded bytes do not hash to what the Hub or manifest records.
-    #[error("{repo} {file}: SHA-256 mismatch: expected {expected}, got {actual}")]
+    #[error("{repo} {file}: {what} mismatch: expected {expected}, got {actual}")]
     Integrity {
         /// Repo id.
         repo: String,
         /// File path.
         file: String,
+        /// What differs: `SHA-256`, `size` or `git blob id`.
+        what: &'static str,
         /// Expected hex digest.
         expected: String,
         /// Actual hex digest.

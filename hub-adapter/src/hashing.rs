@@ -139,6 +139,56 @@ impl Write for HashWriter {
     }
 }
 
+/// A writer that passes everything to `inner` while computing the SHA-256
+/// and the git blob id of it. The git blob id needs the length first: it is
+/// computed for `expected_len` bytes, and is only meaningful (and only
+/// checked by callers) when that many bytes went through.
+pub struct TeeHasher<W: Write> {
+    inner: W,
+    sha: Sha256,
+    git: Sha1,
+    len: u64,
+}
+
+impl<W: Write> TeeHasher<W> {
+    /// Hash what is written to `inner`, expecting `expected_len` bytes.
+    pub fn new(inner: W, expected_len: u64) -> Self {
+        let mut git = Sha1::new();
+        git.update(format!("blob {expected_len}\0").as_bytes());
+        TeeHasher {
+            inner,
+            sha: Sha256::new(),
+            git,
+            len: 0,
+        }
+    }
+    /// The inner writer and the hashes of everything written.
+    pub fn finish(self) -> (W, FileHashes) {
+        (
+            self.inner,
+            FileHashes {
+                size: self.len,
+                sha256: self.sha.finalize().into(),
+                git_oid: hex::encode(self.git.finalize()),
+            },
+        )
+    }
+}
+
+impl<W: Write> Write for TeeHasher<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        let done = buf.get(..n).unwrap_or(buf);
+        self.sha.update(done);
+        self.git.update(done);
+        self.len += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,5 +200,15 @@ mod tests {
             hash_bytes(b"hello\n").git_oid,
             "ce013625030ba8dba906f756967f9e9ca394464a"
         );
+    }
+
+    #[test]
+    fn tee_hashes_what_it_passes_on() {
+        let mut t = TeeHasher::new(Vec::new(), 6);
+        t.write_all(b"hel").unwrap();
+        t.write_all(b"lo\n").unwrap();
+        let (out, h) = t.finish();
+        assert_eq!(out, b"hello\n");
+        assert_eq!(h, hash_bytes(b"hello\n"));
     }
 }

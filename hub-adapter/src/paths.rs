@@ -54,7 +54,10 @@ pub fn check_revision(rev: &str) -> Result<()> {
 
 /// Check a file path inside a repo as given by a server or a user: relative,
 /// `/`-separated, no empty, `.` or `..` parts, no backslash, no NUL or
-/// control characters, no drive letters. Returns it unchanged when safe.
+/// control characters, no drive letters, and no `.git` component (in any
+/// case: `.git/config`, `sub/.GIT/hooks/x`), which `huggingface_hub` refuses
+/// too since writing there could reconfigure a git checkout. Returns it
+/// unchanged when safe.
 pub fn check_repo_path(p: &str) -> Result<&str> {
     let bad = |r: &str| Err(HubError::invalid("file path", p, r));
     if p.is_empty() || p.len() > MAX_PATH_LEN {
@@ -75,6 +78,9 @@ pub fn check_repo_path(p: &str) -> Result<&str> {
     for part in p.split('/') {
         if part.is_empty() || part == "." || part == ".." {
             return bad("empty, '.' or '..' component");
+        }
+        if part.eq_ignore_ascii_case(".git") {
+            return bad("a '.git' component is not allowed");
         }
     }
     Ok(p)
@@ -203,6 +209,38 @@ fn class_match(p: &[char], c: char) -> Option<(bool, usize)> {
     None
 }
 
+/// Check a glob: every `[` opens a class that is closed by a `]` (a glob
+/// like `[` or `model[0-9` would silently match nothing).
+pub fn check_glob(pattern: &str) -> Result<()> {
+    let p: Vec<char> = pattern.chars().collect();
+    let mut i = 0;
+    while i < p.len() {
+        if p[i] == '[' {
+            match class_match(&p[i..], '\0') {
+                Some((_, len)) => i += len,
+                None => {
+                    return Err(HubError::invalid(
+                        "glob",
+                        pattern,
+                        "'[' without a closing ']'",
+                    ));
+                }
+            }
+        } else {
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Check every include and exclude glob with [`check_glob`].
+pub fn check_globs(include: &[String], exclude: &[String]) -> Result<()> {
+    include
+        .iter()
+        .chain(exclude)
+        .try_for_each(|g| check_glob(g))
+}
+
 /// Whether `path` passes include (any, or all when empty) and exclude (none) globs.
 pub fn selected(path: &str, include: &[String], exclude: &[String]) -> bool {
     (include.is_empty() || include.iter().any(|g| glob_match(g, path)))
@@ -233,6 +271,8 @@ mod tests {
     #[test]
     fn paths() {
         assert!(check_repo_path("a/b/model.safetensors").is_ok());
+        assert!(check_repo_path(".gitattributes").is_ok());
+        assert!(check_repo_path("a/.github/x").is_ok());
         for bad in [
             "../../x",
             "/etc/passwd",
@@ -243,6 +283,9 @@ mod tests {
             "./a",
             "",
             "a/\0",
+            ".git/config",
+            "sub/.GIT/hooks/pre-commit",
+            ".Git",
         ] {
             assert!(check_repo_path(bad).is_err(), "{bad:?}");
         }
@@ -260,6 +303,12 @@ mod tests {
         ));
         assert!(glob_match("?odel*", "model"));
         assert!(selected("a.json", &[], &["*.bin".into()]));
+        assert!(check_glob("model-0000[1-2]-*").is_ok());
+        assert!(check_glob("[!a]*").is_ok());
+        assert!(check_glob("*.json").is_ok());
+        for bad in ["[", "model[0-9", "a[]"] {
+            assert!(check_glob(bad).is_err(), "{bad}");
+        }
         assert!(!selected("a.bin", &[], &["*.bin".into()]));
     }
 

@@ -15,7 +15,7 @@ use crate::manifest::{
     Encoding, FileEntry, MANIFEST_NAME, MAX_MANIFEST_LEN, Manifest, PRIOR_NAME, SOURCE_PREFIX,
     Source,
 };
-use crate::paths::{check_repo_id, check_repo_path, check_revision, selected};
+use crate::paths::{check_globs, check_repo_id, check_repo_path, check_revision, selected};
 
 /// A callback for status lines (the CLI prints them on stderr).
 pub type Notes = Arc<dyn Fn(&str) + Send + Sync>;
@@ -48,6 +48,9 @@ pub struct MirrorOptions {
     pub work_dir: PathBuf,
     /// Keep the work folder after success.
     pub keep_work: bool,
+    /// Replace the destination even when it exists and is not a Brevis
+    /// mirror (its files are deleted).
+    pub force: bool,
     /// Codec threads (0 = all cores).
     pub threads: usize,
     /// Codec search budget (None = the codec's default).
@@ -72,6 +75,7 @@ impl MirrorOptions {
             exclude: Vec::new(),
             work_dir: work_dir.into(),
             keep_work: false,
+            force: false,
             threads: 0,
             budget: None,
             progress: Arc::new(NoProgress),
@@ -166,6 +170,35 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
         .map_err(|e| HubError::io("<worker>", std::io::Error::other(e.to_string())))?
 }
 
+/// Hold `DIR/NAME.lock` exclusively (released when the file is dropped):
+/// two runs sharing a work folder (two pulls of one mirror, say) take turns
+/// instead of writing the same download files at once.
+async fn lock_work(dir: &Path, name: &str, note: &Notes) -> Result<std::fs::File> {
+    std::fs::create_dir_all(dir).map_err(|e| HubError::io(dir, e))?;
+    let p = dir.join(format!("{name}.lock"));
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&p)
+        .map_err(|e| HubError::io(&p, e))?;
+    match f.try_lock() {
+        Ok(()) => return Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            note(&format!(
+                "waiting for another brevis-hub working in {}",
+                p.display()
+            ));
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(HubError::io(&p, e)),
+    }
+    blocking(move || {
+        f.lock().map_err(|e| HubError::io(&p, e))?;
+        Ok(f)
+    })
+    .await
+}
+
 fn is_safetensors(p: &str) -> bool {
     p.to_ascii_lowercase().ends_with(".safetensors")
 }
@@ -198,6 +231,46 @@ fn plan_names(files: &[RepoFile]) -> Vec<(String, Encoding)> {
             }
         })
         .collect()
+}
+
+/// Refuse a plan where two source files would be stored under one mirror
+/// path, or one's path would be a folder holding another's (the mirror
+/// could not be committed or pulled).
+fn check_plan(repo: &str, files: &[RepoFile], names: &[(String, Encoding)]) -> Result<()> {
+    let mut by_name: HashMap<&str, &str> = HashMap::new();
+    for extra in ["README.md", ".gitattributes", MANIFEST_NAME, PRIOR_NAME] {
+        by_name.insert(extra, "(the mirror's own file)");
+    }
+    for (f, (archive, _)) in files.iter().zip(names) {
+        if let Some(other) = by_name.insert(archive.as_str(), f.path.as_str()) {
+            return Err(HubError::invalid(
+                "mirror path",
+                archive,
+                format!(
+                    "both {other} and {} of {repo} would be stored there; \
+                     rename one in the source or leave one out with --exclude",
+                    f.path
+                ),
+            ));
+        }
+    }
+    for (f, (archive, _)) in files.iter().zip(names) {
+        let mut prefix = archive.as_str();
+        while let Some((parent, _)) = prefix.rsplit_once('/') {
+            if let Some(other) = by_name.get(parent) {
+                return Err(HubError::invalid(
+                    "mirror path",
+                    archive,
+                    format!(
+                        "{} of {repo} would be stored below {parent}, which holds {other}",
+                        f.path
+                    ),
+                ));
+            }
+            prefix = parent;
+        }
+    }
+    Ok(())
 }
 
 async fn fetch_manifest(
@@ -253,6 +326,7 @@ pub async fn mirror(
 ) -> Result<MirrorReport> {
     check_repo_id(&opts.src)?;
     check_revision(&opts.revision)?;
+    check_globs(&opts.include, &opts.exclude)?;
     let note = &opts.notes;
     let info = src.repo_info(&opts.src, &opts.revision).await?;
     let commit = info.sha.clone();
@@ -285,9 +359,10 @@ pub async fn mirror(
         ));
     }
     let names = plan_names(&files);
-    let work = opts
-        .work_dir
-        .join(format!("mirror-{}-{}", safe_name(&opts.src), &commit[..12]));
+    check_plan(&opts.src, &files, &names)?;
+    let work_name = format!("mirror-{}-{}", safe_name(&opts.src), &commit[..12]);
+    let _lock = lock_work(&opts.work_dir, &work_name, note).await?;
+    let work = opts.work_dir.join(&work_name);
     std::fs::create_dir_all(&work).map_err(|e| HubError::io(&work, e))?;
     let source_bytes: u64 = files.iter().map(|f| f.size).sum();
     let mut report = MirrorReport {
@@ -312,8 +387,47 @@ pub async fn mirror(
         Err(HubError::RepoNotFound { .. }) => None,
         Err(e) => return Err(e),
     };
+    let existing_manifest = match &existing {
+        Some(di) => fetch_manifest(dst, &dest, &di.sha, &work).await?,
+        None => None,
+    };
+    // A repo that exists and is no Brevis mirror is someone's work: never
+    // replace it without being told to.
     if let Some(di) = &existing
-        && let Some(m) = fetch_manifest(dst, &dest, &di.sha, &work).await?
+        && existing_manifest.is_none()
+        && !opts.force
+    {
+        let tree = dst.list_files(&dest, &di.sha).await?;
+        let theirs: Vec<&str> = tree
+            .iter()
+            .map(|f| f.path.as_str())
+            .filter(|p| *p != ".gitattributes")
+            .collect();
+        if !theirs.is_empty() {
+            let _ = std::fs::remove_dir_all(&work);
+            let mut list = theirs
+                .iter()
+                .take(10)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ");
+            if theirs.len() > 10 {
+                list.push_str(&format!(" and {} more", theirs.len() - 10));
+            }
+            return Err(HubError::invalid(
+                "destination",
+                &dest,
+                format!(
+                    "exists and is not a Brevis mirror (no {MANIFEST_NAME}); mirroring into it \
+                     would replace or delete its {} file(s): {list}. Pass --force to replace it, \
+                     or choose another --to",
+                    theirs.len()
+                ),
+            ));
+        }
+    }
+    if let Some(di) = &existing
+        && let Some(m) = existing_manifest
         && m.source.commit == commit
         && m.format_version == brevis_core::FORMAT_VERSION
         && m.files.len() == files.len()
@@ -370,7 +484,27 @@ pub async fn mirror(
     let mut todo = Vec::new();
     for f in &files {
         let local = src_dir.join(&f.path);
-        let done = std::fs::metadata(&local).is_ok_and(|m| m.len() == f.size);
+        // A file left by an earlier run is kept only if it is the Hub's
+        // bytes; one that is not (a flipped byte, another version) is
+        // downloaded again rather than failing every later run.
+        let mut done = std::fs::metadata(&local).is_ok_and(|m| m.is_file() && m.len() == f.size);
+        if done {
+            let l2 = local.clone();
+            let h = blocking(move || hash_file(&l2)).await?;
+            done = match &f.lfs_sha256 {
+                Some(s) => s.eq_ignore_ascii_case(&h.sha256_hex()),
+                None => f.oid.eq_ignore_ascii_case(&h.git_oid),
+            };
+            if !done {
+                note(&format!(
+                    "{} in the work folder is not {}@{}: downloading it again",
+                    local.display(),
+                    f.path,
+                    &commit[..12]
+                ));
+                let _ = std::fs::remove_file(&local);
+            }
+        }
         if !done {
             let expect = Expect {
                 size: Some(f.size),
@@ -408,6 +542,11 @@ pub async fn mirror(
             return Err(HubError::Integrity {
                 repo: opts.src.clone(),
                 file: f.path.clone(),
+                what: if h.sha256_hex() != want {
+                    "SHA-256"
+                } else {
+                    "git blob id"
+                },
                 expected: want,
                 actual: h.sha256_hex(),
             });
@@ -460,49 +599,66 @@ pub async fn mirror(
                 if let Some(parent) = out.parent() {
                     std::fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
                 }
-                let reuse = brevis_core::read_info(&out)
+                // An archive left by an earlier run is reused only if it
+                // proves itself below; one that does not is rebuilt.
+                let mut reuse = brevis_core::read_info(&out)
                     .ok()
                     .is_some_and(|i| i.sha256 == h.sha256 && i.original_len == h.size);
-                if !reuse {
-                    note(&format!("compressing {}", f.path));
-                    // Proven below, against the Hub's SHA-256, whether
-                    // compressed now or reused.
-                    let mut co = brevis_core::CompressOptions::default()
-                        .verify(false)
-                        .threads(opts.threads)
-                        .prior(prior.clone())
-                        .progress(opts.progress.clone());
-                    if let Some(b) = opts.budget {
-                        co = co.budget(b);
+                loop {
+                    if !reuse {
+                        note(&format!("compressing {}", f.path));
+                        // Proven below, against the Hub's SHA-256.
+                        let mut co = brevis_core::CompressOptions::default()
+                            .verify(false)
+                            .threads(opts.threads)
+                            .prior(prior.clone())
+                            .progress(opts.progress.clone());
+                        if let Some(b) = opts.budget {
+                            co = co.budget(b);
+                        }
+                        let (l, o, p) = (local.clone(), out.clone(), f.path.clone());
+                        blocking(move || {
+                            brevis_core::compress_file(&l, &o, true, &co)
+                                .map_err(|e| codec_err_e(&p, e))
+                        })
+                        .await?;
                     }
-                    let (l, o, p) = (local.clone(), out.clone(), f.path.clone());
-                    blocking(move || {
-                        brevis_core::compress_file(&l, &o, true, &co)
-                            .map_err(|e| codec_err_e(&p, e))
+                    let (o, p, threads) = (out.clone(), f.path.clone(), opts.threads);
+                    let proof = blocking(move || {
+                        let mut w = HashWriter::new();
+                        brevis_core::decompress_to(
+                            &o,
+                            &mut w,
+                            &brevis_core::DecompressOptions::default().threads(threads),
+                        )
+                        .map_err(|e| codec_err_d(&p, e))?;
+                        let len = w.len;
+                        Ok((w.finish(), len))
                     })
-                    .await?;
-                }
-                let (o, p, threads) = (out.clone(), f.path.clone(), opts.threads);
-                let (digest, len) = blocking(move || {
-                    let mut w = HashWriter::new();
-                    brevis_core::decompress_to(
-                        &o,
-                        &mut w,
-                        &brevis_core::DecompressOptions::default().threads(threads),
-                    )
-                    .map_err(|e| codec_err_d(&p, e))?;
-                    let len = w.len;
-                    Ok((w.finish(), len))
-                })
-                .await?;
-                if hex::encode(digest) != sha_hex || len != f.size {
+                    .await;
+                    let failure = match proof {
+                        Ok((digest, len)) if hex::encode(digest) == sha_hex && len == f.size => {
+                            break;
+                        }
+                        Ok((digest, len)) => HubError::Integrity {
+                            repo: opts.src.clone(),
+                            file: archive.clone(),
+                            what: if len != f.size { "size" } else { "SHA-256" },
+                            expected: sha_hex.clone(),
+                            actual: hex::encode(digest),
+                        },
+                        Err(e) => e,
+                    };
                     let _ = std::fs::remove_file(&out);
-                    return Err(HubError::Integrity {
-                        repo: opts.src.clone(),
-                        file: archive.clone(),
-                        expected: sha_hex,
-                        actual: hex::encode(digest),
-                    });
+                    if !reuse {
+                        return Err(failure);
+                    }
+                    note(&format!(
+                        "{} in the work folder does not decode to {} ({failure}): rebuilding it",
+                        out.display(),
+                        f.path
+                    ));
+                    reuse = false;
                 }
                 out
             }
@@ -736,31 +892,18 @@ pub struct PullReport {
     pub path: PathBuf,
 }
 
-fn move_into_place(from: &Path, to: &Path) -> Result<()> {
-    if std::fs::rename(from, to).is_ok() {
-        return Ok(());
-    }
-    // Another filesystem: copy next to the target, then rename.
-    let tmp = crate::client::incomplete_path(to);
-    std::fs::copy(from, &tmp).map_err(|e| HubError::io(&tmp, e))?;
-    std::fs::rename(&tmp, to).map_err(|e| HubError::io(to, e))?;
-    let _ = std::fs::remove_file(from);
-    Ok(())
-}
-
 /// Download a mirror, decode it, verify every file against the manifest, and
 /// place the originals in the HF cache under the source repo and commit (or
 /// in a plain folder). Nothing half-written is ever visible.
 pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> {
     check_repo_id(&opts.repo)?;
     check_revision(&opts.revision)?;
+    check_globs(&opts.include, &opts.exclude)?;
     let note = &opts.notes;
     let info = client.repo_info(&opts.repo, &opts.revision).await?;
-    let work = opts.work_dir.join(format!(
-        "pull-{}-{}",
-        safe_name(&opts.repo),
-        &info.sha[..12]
-    ));
+    let work_name = format!("pull-{}-{}", safe_name(&opts.repo), &info.sha[..12]);
+    let _lock = lock_work(&opts.work_dir, &work_name, note).await?;
+    let work = opts.work_dir.join(&work_name);
     std::fs::create_dir_all(&work).map_err(|e| HubError::io(&work, e))?;
     let m = fetch_manifest(client, &opts.repo, &info.sha, &work)
         .await?
@@ -797,13 +940,54 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
         },
     };
 
+    // A commit's files never change: a snapshot already in the cache that
+    // names another blob for a file means this mirror (or the cache) is
+    // wrong, and its bytes must not replace the cached ones.
+    if opts.local_dir.is_none() {
+        for f in &chosen {
+            let p = cache.snapshot_path(&m.source.commit, &f.path)?;
+            let Ok(meta) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            let cached = if meta.file_type().is_symlink() {
+                std::fs::read_link(&p)
+                    .ok()
+                    .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
+            } else {
+                None
+            };
+            if let Some(blob) = cached
+                && !blob.eq_ignore_ascii_case(f.etag())
+            {
+                return Err(HubError::Manifest {
+                    repo: opts.repo.clone(),
+                    reason: format!(
+                        "the HF cache already holds {}@{} with {} as blob {blob}, but this mirror \
+                         restores it as {}; a commit's files never change, so one of them is wrong \
+                         (remove {} to replace the cached snapshot)",
+                        m.source.repo,
+                        m.source.commit,
+                        f.path,
+                        f.etag(),
+                        cache
+                            .root()
+                            .join("snapshots")
+                            .join(&m.source.commit)
+                            .display()
+                    ),
+                });
+            }
+        }
+    }
+
     // What is already in place (and verified)?
     let mut need = Vec::new();
     for f in &chosen {
         let p = final_path(f)?;
-        let ok = if std::fs::metadata(&p).is_ok_and(|x| x.len() == f.size) {
+        let ok = if std::fs::metadata(&p).is_ok_and(|x| x.is_file() && x.len() == f.size) {
             let p2 = p.clone();
-            blocking(move || hash_file(&p2)).await?.sha256_hex() == f.sha256
+            let h = blocking(move || hash_file(&p2)).await?;
+            check_identity(&opts.repo, f, &h).is_ok()
         } else {
             false
         };
@@ -843,7 +1027,21 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
                 None
             },
         };
-        dl.push((f.archive.clone(), work.join("dl").join(&f.archive), expect));
+        let local = work.join("dl").join(&f.archive);
+        // A complete download left by an interrupted run is kept if it checks.
+        if std::fs::metadata(&local).is_ok_and(|m| m.is_file() && m.len() == r.size) {
+            let l2 = local.clone();
+            let h = blocking(move || hash_file(&l2)).await?;
+            let good = match &expect.sha256 {
+                Some(s) => s.eq_ignore_ascii_case(&h.sha256_hex()),
+                None => r.oid.eq_ignore_ascii_case(&h.git_oid),
+            };
+            if good {
+                continue;
+            }
+            let _ = std::fs::remove_file(&local);
+        }
+        dl.push((f.archive.clone(), local, expect));
     }
     if !dl.is_empty() {
         note(&format!(
@@ -862,35 +1060,14 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
         if let Some(parent) = dst.parent() {
             std::fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
         }
-        let tmp = crate::client::incomplete_path(&dst);
+        clean_stale_temps(&dst);
         let (f2, threads, progress) = ((*f).clone(), opts.threads, opts.progress.clone());
-        let (s2, t2) = (stored.clone(), tmp.clone());
         let repo = opts.repo.clone();
-        blocking(move || {
-            let (digest, len) = match f2.encoding {
-                Encoding::Brv => note_free_decode(&s2, &t2, threads, progress, &f2.path)?,
-                Encoding::Identity => {
-                    std::fs::copy(&s2, &t2).map_err(|e| HubError::io(&t2, e))?;
-                    let h = hash_file(&t2)?;
-                    (h.sha256_hex(), h.size)
-                }
-            };
-            if digest != f2.sha256 || len != f2.size {
-                let _ = std::fs::remove_file(&t2);
-                return Err(HubError::Integrity {
-                    repo,
-                    file: f2.path.clone(),
-                    expected: f2.sha256.clone(),
-                    actual: digest,
-                });
-            }
-            Ok(())
-        })
-        .await?;
-        move_into_place(&tmp, &dst)?;
+        blocking(move || restore(&stored, &dst, &f2, threads, progress, &repo)).await?;
     }
     if opts.local_dir.is_none() {
         for f in &chosen {
+            clean_stale_temps(&cache.snapshot_path(&m.source.commit, &f.path)?);
             cache.link(&m.source.commit, &f.path, f.etag())?;
         }
         cache.set_ref(&m.source.revision, &m.source.commit)?;
@@ -906,33 +1083,116 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
     Ok(report)
 }
 
-fn note_free_decode(
-    archive: &Path,
-    out: &Path,
+/// Remove the temp files a process that is gone left for `dst`:
+/// `.NAME.PID.N.tmp` and `.NAME.incomplete.PID.N.tmp` (a killed run of an
+/// earlier version, or of the named temp-file fallback where `O_TMPFILE` is
+/// missing) and `.NAME.brevis-link-PID` (a snapshot link not yet renamed),
+/// NAME being `dst`'s file name. Only where `/proc` tells which processes
+/// live: a temp file of a live process, or any other file, is never touched.
+fn clean_stale_temps(dst: &Path) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let (Some(dir), Some(name)) = (dst.parent(), dst.file_name().and_then(|n| n.to_str())) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let dead = |pid: &str| !Path::new("/proc").join(pid).exists();
+    for e in entries.flatten() {
+        let entry = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = entry.strip_prefix('.').and_then(|r| r.strip_prefix(name)) else {
+            continue;
+        };
+        let stale = if let Some(pid) = rest.strip_prefix(".brevis-link-") {
+            digits(pid) && dead(pid)
+        } else if let Some(mid) = rest.strip_suffix(".tmp") {
+            let mid = mid.strip_prefix(".incomplete").unwrap_or(mid);
+            match mid.strip_prefix('.').and_then(|m| m.split_once('.')) {
+                Some((pid, n)) => digits(pid) && digits(n) && dead(pid),
+                None => false,
+            }
+        } else {
+            false
+        };
+        let is_ours = e.file_type().is_ok_and(|t| t.is_file() || t.is_symlink());
+        if stale && is_ours {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Check restored bytes against the manifest: size, SHA-256, and for a file
+/// the source does not keep in LFS its git blob id (the name the HF cache
+/// gives its blob, and its ETag): a manifest whose `git_oid` is not that of
+/// the bytes would file them under another file's name.
+fn check_identity(repo: &str, f: &FileEntry, h: &FileHashes) -> Result<()> {
+    let bad = |what: &'static str, expected: String, actual: String| HubError::Integrity {
+        repo: repo.into(),
+        file: f.path.clone(),
+        what,
+        expected,
+        actual,
+    };
+    if h.size != f.size {
+        return Err(bad(
+            "size",
+            format!("{} bytes", f.size),
+            format!("{} bytes", h.size),
+        ));
+    }
+    let sha = h.sha256_hex();
+    if !sha.eq_ignore_ascii_case(&f.sha256) {
+        return Err(bad("SHA-256", f.sha256.clone(), sha));
+    }
+    if !f.lfs && !h.git_oid.eq_ignore_ascii_case(&f.git_oid) {
+        return Err(bad("git blob id", f.git_oid.clone(), h.git_oid.clone()));
+    }
+    Ok(())
+}
+
+/// Decode (or copy) `stored` into an unnamed temp file beside `dst`, hashing
+/// as it is written; publish it as `dst` only when its identity matches the
+/// manifest. A failure or a kill leaves nothing behind (`O_TMPFILE`).
+fn restore(
+    stored: &Path,
+    dst: &Path,
+    f: &FileEntry,
     threads: usize,
     progress: Arc<dyn ProgressSink>,
-    file: &str,
-) -> Result<(String, u64)> {
-    let r = brevis_core::decompress_file(
-        archive,
-        out,
-        true,
-        &brevis_core::DecompressOptions::default()
-            .threads(threads)
-            .progress(progress),
-    )
-    .map_err(|e| codec_err_d(file, e))?;
-    // Hash what is on disk ourselves: the manifest, not the archive, is the reference.
-    let h = hash_file(out)?;
-    if h.sha256 != r.sha256 {
-        return Err(HubError::Integrity {
-            repo: String::new(),
-            file: file.into(),
-            expected: hex::encode(r.sha256),
-            actual: h.sha256_hex(),
-        });
+    repo: &str,
+) -> Result<()> {
+    use std::io::Write as _;
+    let tmp = brevis_core::fsutil::TempFile::beside(dst).map_err(|e| HubError::io(dst, e))?;
+    let file = tmp.file().map_err(|e| HubError::io(dst, e))?;
+    let mut w = crate::hashing::TeeHasher::new(std::io::BufWriter::new(file), f.size);
+    match f.encoding {
+        Encoding::Brv => {
+            brevis_core::decompress_to(
+                stored,
+                &mut w,
+                &brevis_core::DecompressOptions::default()
+                    .threads(threads)
+                    .progress(progress),
+            )
+            .map_err(|e| codec_err_d(&f.path, e))?;
+        }
+        Encoding::Identity => {
+            let mut src = std::fs::File::open(stored).map_err(|e| HubError::io(stored, e))?;
+            std::io::copy(&mut src, &mut w).map_err(|e| HubError::io(dst, e))?;
+        }
     }
-    Ok((h.sha256_hex(), h.size))
+    w.flush().map_err(|e| HubError::io(dst, e))?;
+    let (buf, h) = w.finish();
+    drop(
+        buf.into_inner()
+            .map_err(|e| HubError::io(dst, e.into_error()))?,
+    );
+    check_identity(repo, f, &h)?;
+    tmp.persist(dst, true).map_err(|e| HubError::io(dst, e))?;
+    Ok(())
 }
 
 /// The verdict on one file of a mirror.
@@ -942,7 +1202,8 @@ pub struct VerifyEntry {
     pub path: String,
     /// Stored file.
     pub archive: String,
-    /// `ok`, `mismatch`, `missing` or `corrupt`.
+    /// `ok`, `mismatch`, `missing` or `corrupt`; for a remote mirror also
+    /// `error` (the stored file could not be downloaded: not a verdict).
     pub status: String,
     /// SHA-256 from the manifest.
     pub expected: String,
@@ -988,18 +1249,15 @@ pub fn verify_local(folder: &Path, threads: usize) -> Result<VerifyReport> {
             continue;
         }
         let got = match f.encoding {
-            Encoding::Identity => hash_file(&stored).map(|h| (h.sha256_hex(), h.size)),
+            Encoding::Identity => hash_file(&stored),
             Encoding::Brv => {
-                let mut w = HashWriter::new();
+                let mut w = crate::hashing::TeeHasher::new(std::io::sink(), f.size);
                 match brevis_core::decompress_to(
                     &stored,
                     &mut w,
                     &brevis_core::DecompressOptions::default().threads(threads),
                 ) {
-                    Ok(_) => {
-                        let len = w.len;
-                        Ok((hex::encode(w.finish()), len))
-                    }
+                    Ok(_) => Ok(w.finish().1),
                     Err(brevis_core::DecodeError::Io { path, source }) if path == stored => {
                         return Err(HubError::io(path, source));
                     }
@@ -1012,12 +1270,20 @@ pub fn verify_local(folder: &Path, threads: usize) -> Result<VerifyReport> {
                 }
             }
         };
-        let (digest, len) = got?;
-        if digest != f.sha256 || len != f.size {
+        let h = got?;
+        if let Err(err) = check_identity(&m.source.repo, f, &h) {
             e.status = "mismatch".into();
-            e.detail = Some(format!("{len} bytes decoded, {} expected", f.size));
+            e.detail = Some(match err {
+                HubError::Integrity {
+                    what,
+                    expected,
+                    actual,
+                    ..
+                } => format!("{what}: expected {expected}, got {actual}"),
+                other => other.to_string(),
+            });
         }
-        e.actual = Some(digest);
+        e.actual = Some(h.sha256_hex());
         files.push(e);
     }
     let ok = files.iter().all(|e| e.status == "ok");
@@ -1041,7 +1307,9 @@ pub async fn verify_mirror(
 ) -> Result<VerifyReport> {
     check_repo_id(repo)?;
     let info = client.repo_info(repo, revision).await?;
-    let work = work_dir.join(format!("verify-{}-{}", safe_name(repo), &info.sha[..12]));
+    let work_name = format!("verify-{}-{}", safe_name(repo), &info.sha[..12]);
+    let _lock = lock_work(work_dir, &work_name, &quiet_notes()).await?;
+    let work = work_dir.join(&work_name);
     std::fs::create_dir_all(&work).map_err(|e| HubError::io(&work, e))?;
     let m = fetch_manifest(client, repo, &info.sha, &work)
         .await?
@@ -1052,7 +1320,13 @@ pub async fn verify_mirror(
     let tree = client.list_files(repo, &info.sha).await?;
     let remote: BTreeMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
     let mut dl = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for f in &m.files {
+        // Two entries naming one stored file: download it once (two
+        // downloads into one path would trip over each other).
+        if !seen.insert(f.archive.as_str()) {
+            continue;
+        }
         if let Some(r) = remote.get(f.archive.as_str()) {
             let expect = Expect {
                 size: Some(r.size),
@@ -1062,11 +1336,36 @@ pub async fn verify_mirror(
             dl.push((f.archive.clone(), work.join(&f.archive), expect));
         }
     }
-    client.download_many(repo, &info.sha, &dl, progress).await?;
+    // A stored file that is not what the Hub's tree says (its LFS oid or
+    // size) is a finding about that file, not a failure of the whole check.
+    // One that could not be fetched at all is reported on its row too
+    // (status `error`), so every file has a row whatever happened.
+    let mut bad_download: HashMap<String, (&'static str, String)> = HashMap::new();
+    let outcomes = client.download_each(repo, &info.sha, &dl, progress).await;
+    for ((archive, _, _), r) in dl.iter().zip(outcomes) {
+        match r {
+            Ok(_) => {}
+            Err(e @ HubError::Integrity { .. }) => {
+                bad_download.insert(archive.clone(), ("mismatch", format!("stored file: {e}")));
+            }
+            Err(e) => {
+                bad_download.insert(archive.clone(), ("error", e.to_string()));
+            }
+        }
+    }
     write_atomic(&work.join(MANIFEST_NAME), m.to_json().as_bytes())?;
     let w2 = work.clone();
     let mut rep = blocking(move || verify_local(&w2, threads)).await?;
     rep.target = repo.to_string();
+    for e in &mut rep.files {
+        if let Some((status, d)) = bad_download.get(&e.archive) {
+            e.status = (*status).into();
+            e.detail = Some(d.clone());
+        } else if e.status == "missing" {
+            e.detail = Some(format!("{} is not in {repo}", e.archive));
+        }
+    }
+    rep.ok = rep.files.iter().all(|e| e.status == "ok");
     let _ = std::fs::remove_dir_all(&work);
     Ok(rep)
 }

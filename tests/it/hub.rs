@@ -594,3 +594,904 @@ async fn hostile_paths_are_refused() {
     let e = brevis_hub::Manifest::from_json(m.to_string().as_bytes(), "t").unwrap_err();
     assert!(matches!(e, HubError::Invalid { .. }), "{e}");
 }
+
+/// Mirror the seed checkpoint `org/model` -> `org/model-brevis` on one
+/// in-process server; returns the server, a client and the source commit.
+async fn mirrored(tmp: &Path) -> (server::RunningServer, HubClient, String) {
+    let srv = serve(&tmp.join("store"), &[("org/model", &seed_dir())], |o| o).await;
+    let c = client(&srv.url(), None);
+    brevis_hub::mirror(&c, &c, &MirrorOptions::new("org/model", tmp.join("work")))
+        .await
+        .unwrap();
+    let commit = c.repo_info("org/model", "main").await.unwrap().sha;
+    (srv, c, commit)
+}
+
+/// Replace `org/model-brevis`'s manifest with `edit` applied to it.
+async fn tamper_manifest(c: &HubClient, tmp: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let p = tmp.join("tampered-manifest.json");
+    c.download_file(
+        "org/model-brevis",
+        "main",
+        "brevis.manifest.json",
+        &p,
+        &Expect::default(),
+        &brevis_core::NoProgress,
+    )
+    .await
+    .unwrap();
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    edit(&mut m);
+    let bytes = serde_json::to_vec_pretty(&m).unwrap();
+    std::fs::write(&p, &bytes).unwrap();
+    c.upload_files(
+        "org/model-brevis",
+        "main",
+        "tamper",
+        &[brevis_hub::UploadFile {
+            path_in_repo: "brevis.manifest.json".into(),
+            local: p.clone(),
+            hashes: brevis_hub::hashing::hash_bytes(&bytes),
+        }],
+        &[],
+        Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+}
+
+fn entry<'a>(m: &'a mut serde_json::Value, path: &str) -> &'a mut serde_json::Value {
+    m["files"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|f| f["path"] == path)
+        .unwrap()
+}
+
+/// Names that only a temp or half-done file has.
+fn temp_leftovers(dir: &Path) -> Vec<String> {
+    if !dir.exists() {
+        return Vec::new();
+    }
+    files_under(dir)
+        .into_iter()
+        .filter(|p| {
+            let name = p.rsplit('/').next().unwrap_or(p);
+            name.ends_with(".tmp") || name.contains(".incomplete") || name.contains("brevis-link")
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_refuses_a_git_oid_that_is_not_the_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, commit) = mirrored(tmp.path()).await;
+    // Swap config.json's git_oid for LICENSE's: the bytes of config.json
+    // would be filed as LICENSE's blob.
+    tamper_manifest(&c, tmp.path(), |m| {
+        let lic = entry(m, "LICENSE")["git_oid"].clone();
+        entry(m, "config.json")["git_oid"] = lic;
+    })
+    .await;
+    let cache = tmp.path().join("hf/hub");
+    let opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+    let e = brevis_hub::pull(&c, &opts).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            HubError::Integrity {
+                what: "git blob id",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("config.json"), "{e}");
+    let repo_dir = cache.join("models--org--model");
+    // Nothing linked, and no blob holds bytes other than its name says.
+    assert!(!repo_dir.join("snapshots").join(&commit).exists());
+    for b in files_under(&repo_dir.join("blobs")) {
+        let p = repo_dir.join("blobs").join(&b);
+        let bytes = std::fs::read(&p).unwrap();
+        let h = brevis_hub::hashing::hash_bytes(&bytes);
+        assert!(
+            b == h.git_oid || b == h.sha256_hex(),
+            "{b} holds other bytes"
+        );
+    }
+    assert!(temp_leftovers(&repo_dir).is_empty());
+
+    // A random git_oid is refused too, in a plain folder as well.
+    tamper_manifest(&c, tmp.path(), |m| {
+        entry(m, "config.json")["git_oid"] = "0123456789".repeat(4).into();
+    })
+    .await;
+    let mut lopts = opts.clone();
+    lopts.local_dir = Some(tmp.path().join("plain"));
+    let e = brevis_hub::pull(&c, &lopts).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            HubError::Integrity {
+                what: "git blob id",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(!tmp.path().join("plain/config.json").exists());
+    assert!(temp_leftovers(&tmp.path().join("plain")).is_empty());
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_and_verify_name_what_differs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, _) = mirrored(tmp.path()).await;
+    // A wrong size is called a size mismatch (not two equal SHA-256s).
+    tamper_manifest(&c, tmp.path(), |m| {
+        let e = entry(m, "config.json");
+        e["size"] = (e["size"].as_u64().unwrap() + 1).into();
+    })
+    .await;
+    let opts = PullOptions::new(
+        "org/model-brevis",
+        tmp.path().join("hf/hub"),
+        tmp.path().join("pw"),
+    );
+    let e = brevis_hub::pull(&c, &opts).await.unwrap_err();
+    assert!(matches!(e, HubError::Integrity { what: "size", .. }), "{e}");
+    assert!(e.to_string().contains("size mismatch"), "{e}");
+    // A wrong hash: verify names the hash, not the (equal) sizes.
+    tamper_manifest(&c, tmp.path(), |m| {
+        let e = entry(m, "config.json");
+        e["size"] = (e["size"].as_u64().unwrap() - 1).into();
+        e["sha256"] = "ab".repeat(32).into();
+    })
+    .await;
+    let v = brevis_hub::verify_mirror(
+        &c,
+        "org/model-brevis",
+        "main",
+        &tmp.path().join("vw"),
+        0,
+        Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+    assert!(!v.ok);
+    let row = v.files.iter().find(|f| f.path == "config.json").unwrap();
+    assert_eq!(row.status, "mismatch");
+    let detail = row.detail.as_deref().unwrap();
+    assert!(detail.starts_with("SHA-256"), "{detail}");
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_paths_are_refused() {
+    // A manifest naming .git/config (any case) is refused as a whole, so
+    // neither layout of pull writes it.
+    for bad in [".git/config", "sub/.GIT/hooks/pre-commit"] {
+        let m = serde_json::json!({
+            "manifest_version": 1, "tool": "x", "format_version": 1,
+            "source": {"repo": "org/m", "revision": "main", "commit": "c".repeat(40)},
+            "files": [{"path": bad, "size": 1, "sha256": "d".repeat(64), "git_oid": "e".repeat(40),
+                       "lfs": false, "encoding": "identity", "archive": "x", "archive_size": 1}]
+        });
+        let e = brevis_hub::Manifest::from_json(m.to_string().as_bytes(), "t").unwrap_err();
+        assert!(matches!(e, HubError::Invalid { .. }), "{bad}: {e}");
+    }
+    // A source listing such a path is refused by mirror.
+    let tmp = tempfile::tempdir().unwrap();
+    let url = hostile_server(".git/config").await;
+    let c = client(&url, None);
+    let e = brevis_hub::mirror(&c, &c, &MirrorOptions::new("evil/model", tmp.path()))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, HubError::Invalid { .. }), "{e}");
+    // serve's commit endpoint refuses it (sent raw, past the client's check).
+    let srv = serve(&tmp.path().join("store"), &[], |o| o).await;
+    let c = client(&srv.url(), None);
+    c.create_repo("org/x", false, true).await.unwrap();
+    let body = |path: &str| {
+        format!(
+            "{}\n{}\n",
+            serde_json::json!({"key": "header", "value": {"summary": "x"}}),
+            serde_json::json!({"key": "file", "value": {"path": path, "content": "eA==", "encoding": "base64"}})
+        )
+    };
+    let url = srv.url();
+    let commit = "/api/models/org/x/commit/main";
+    assert_eq!(raw_post(&url, commit, &body("ok.txt")).await, 200);
+    assert_eq!(raw_post(&url, commit, &body(".git/config")).await, 400);
+    assert_eq!(raw_post(&url, commit, &body("a/.Git/config")).await, 400);
+    assert!(
+        c.list_files("org/x", "main")
+            .await
+            .unwrap_or_default()
+            .iter()
+            .all(|f| f.path != ".git/config")
+    );
+    srv.shutdown().await;
+}
+
+/// POST `body` as NDJSON with a raw HTTP/1.1 request; the status code.
+async fn raw_post(url: &str, path: &str, body: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = url.trim_start_matches("http://");
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/x-ndjson\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8_lossy(&out);
+    text.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_sends_each_token_only_to_its_endpoint() {
+    let Some(bin) = cli_binary() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    // Each server refuses any token but its own (401), so a token sent to
+    // the wrong endpoint fails the run.
+    let a = serve(&tmp.path().join("a"), &[("org/model", &seed_dir())], |o| {
+        o.token("hf_source")
+    })
+    .await;
+    let b = serve(&tmp.path().join("b"), &[], |o| o.token("hf_dest")).await;
+    let run = |extra: &[&str]| {
+        std::process::Command::new(&bin)
+            .args(["mirror", "org/model", "--to", "org/model-brevis"])
+            .args(["--endpoint", &a.url(), "--to-endpoint", &b.url()])
+            .args(extra)
+            .env("HF_HOME", tmp.path().join("hfhome"))
+            .env_remove("HF_TOKEN")
+            .env_remove("BREVIS_TO_TOKEN")
+            .env_remove("HF_ENDPOINT")
+            .output()
+            .unwrap()
+    };
+    // --token is for the source only: the destination gets no token and
+    // refuses the anonymous write (before the fix it got hf_source: 401).
+    let out = run(&["--token", "hf_source"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !err.contains("hf_source") && !err.contains("hf_dest"),
+        "{err}"
+    );
+    // Each its own token: both servers accept.
+    let out = run(&["--token", "hf_source", "--to-token", "hf_dest"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cb = client(&b.url(), Some("hf_dest"));
+    assert!(cb.repo_info("org/model-brevis", "main").await.is_ok());
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn colliding_mirror_paths_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = tmp.path().join("seed");
+    std::fs::create_dir_all(&seed).unwrap();
+    write_safetensors(&seed.join("model.safetensors"), 3000, 1);
+    std::fs::write(seed.join("model.safetensors.brv"), b"not an archive").unwrap();
+    let srv = serve(&tmp.path().join("store"), &[("org/clash", &seed)], |o| o).await;
+    let c = client(&srv.url(), None);
+    let e = brevis_hub::mirror(
+        &c,
+        &c,
+        &MirrorOptions::new("org/clash", tmp.path().join("w")),
+    )
+    .await
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, HubError::Invalid { .. }), "{msg}");
+    assert!(
+        msg.contains("model.safetensors ") && msg.contains("model.safetensors.brv"),
+        "{msg}"
+    );
+    // Nothing was uploaded.
+    assert!(matches!(
+        c.repo_info("org/clash-brevis", "main").await.unwrap_err(),
+        HubError::RepoNotFound { .. }
+    ));
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_does_not_replace_a_repo_that_is_not_a_mirror() {
+    let tmp = tempfile::tempdir().unwrap();
+    let other = tmp.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), b"mine\n").unwrap();
+    let srv = serve(
+        &tmp.path().join("store"),
+        &[("org/model", &seed_dir()), ("org/other", &other)],
+        |o| o,
+    )
+    .await;
+    let c = client(&srv.url(), None);
+    let opts = MirrorOptions::new("org/model", tmp.path().join("w")).dest("org/other");
+    let e = brevis_hub::mirror(&c, &c, &opts).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("not a Brevis mirror") && msg.contains("notes.txt"),
+        "{msg}"
+    );
+    let files = c.list_files("org/other", "main").await.unwrap();
+    assert!(files.iter().any(|f| f.path == "notes.txt"));
+    // With force it is replaced.
+    let mut forced = opts.clone();
+    forced.force = true;
+    brevis_hub::mirror(&c, &c, &forced).await.unwrap();
+    let files = c.list_files("org/other", "main").await.unwrap();
+    assert!(files.iter().all(|f| f.path != "notes.txt"));
+    assert!(files.iter().any(|f| f.path == "brevis.manifest.json"));
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_archive_in_the_work_folder_is_rebuilt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let srv = serve(
+        &tmp.path().join("store"),
+        &[("org/model", &seed_dir())],
+        |o| o,
+    )
+    .await;
+    let c = client(&srv.url(), None);
+    let work = tmp.path().join("work");
+    let mut opts = MirrorOptions::new("org/model", &work);
+    opts.keep_work = true;
+    brevis_hub::mirror(&c, &c, &opts).await.unwrap();
+    // Flip a byte in the kept archive.
+    let brv: Vec<PathBuf> = files_under(&work)
+        .into_iter()
+        .filter(|p| p.ends_with(".brv"))
+        .map(|p| work.join(p))
+        .collect();
+    assert!(!brv.is_empty());
+    // And in a kept source download (it is fetched again).
+    let src_copy: Vec<PathBuf> = files_under(&work)
+        .into_iter()
+        .filter(|p| p.ends_with("/src/config.json"))
+        .map(|p| work.join(p))
+        .collect();
+    assert_eq!(src_copy.len(), 1);
+    for p in brv.iter().chain(&src_copy) {
+        let mut b = std::fs::read(p).unwrap();
+        let mid = b.len() / 2;
+        b[mid] ^= 0x10;
+        std::fs::write(p, b).unwrap();
+    }
+    // A mirror to another repo reuses the work folder: it rebuilds the
+    // archive instead of failing with a checksum error.
+    let again = opts.clone().dest("org/model-again");
+    let rep = brevis_hub::mirror(&c, &c, &again).await.unwrap();
+    assert!(!rep.up_to_date);
+    let v = brevis_hub::verify_mirror(
+        &c,
+        "org/model-again",
+        "main",
+        &tmp.path().join("vw"),
+        0,
+        Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+    assert!(v.ok, "{v:?}");
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_pulls_of_one_mirror_both_succeed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, commit) = mirrored(tmp.path()).await;
+    let cache = tmp.path().join("hf/hub");
+    let opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+    // Two with one work folder (they take turns), a third with its own
+    // work folder (as with another HF_HOME) into the same cache.
+    let mut o3 = opts.clone();
+    o3.work_dir = tmp.path().join("pw-other");
+    let (c1, c2, c3, o1, o2) = (c.clone(), c.clone(), c.clone(), opts.clone(), opts.clone());
+    let t1 = tokio::spawn(async move { brevis_hub::pull(&c1, &o1).await });
+    let t2 = tokio::spawn(async move { brevis_hub::pull(&c2, &o2).await });
+    let t3 = tokio::spawn(async move { brevis_hub::pull(&c3, &o3).await });
+    let (r1, r2, r3) = (t1.await.unwrap(), t2.await.unwrap(), t3.await.unwrap());
+    r1.unwrap();
+    r2.unwrap();
+    r3.unwrap();
+    let snap = cache.join("models--org--model/snapshots").join(&commit);
+    for f in files_under(&seed_dir()) {
+        assert_eq!(
+            sha_file(&snap.join(&f)),
+            sha_file(&seed_dir().join(&f)),
+            "{f}"
+        );
+    }
+    assert!(temp_leftovers(&cache).is_empty());
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_is_given_up_on() {
+    // Accepts connections, reads the request, never answers.
+    let l = tokio::net::TcpListener::bind(any_addr()).await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = l.accept().await {
+            held.push(s);
+        }
+    });
+    let said = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let s2 = said.clone();
+    let c = client(&url, None)
+        .with_stall_timeout(std::time::Duration::from_millis(300))
+        .with_notes(Arc::new(move |m: &str| s2.lock().unwrap().push(m.into())));
+    let started = std::time::Instant::now();
+    let e = c.repo_info("org/model", "main").await.unwrap_err();
+    let took = started.elapsed();
+    // The wait is reported as it happens: one line per stalled attempt retried.
+    let said = said.lock().unwrap().clone();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(
+        said[0].contains("no answer from") && said[0].contains("1 of 3"),
+        "{said:?}"
+    );
+    assert!(matches!(e, HubError::Stalled { attempts: 3, .. }), "{e}");
+    assert!(e.to_string().contains("sent nothing"), "{e}");
+    // Three stalled attempts, not the retry policy's seven slow ones.
+    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_verify_reports_a_tampered_store_object() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, _) = mirrored(tmp.path()).await;
+    let tree = c.list_files("org/model-brevis", "main").await.unwrap();
+    let archive = tree
+        .iter()
+        .find(|f| f.path.ends_with(".safetensors.brv"))
+        .unwrap();
+    let obj = Store::open(&tmp.path().join("store"))
+        .unwrap()
+        .object_path(archive.lfs_sha256.as_deref().unwrap());
+    let mut b = std::fs::read(&obj).unwrap();
+    let mid = b.len() / 2;
+    b[mid] ^= 0x01;
+    std::fs::write(&obj, b).unwrap();
+    let v = brevis_hub::verify_mirror(
+        &c,
+        "org/model-brevis",
+        "main",
+        &tmp.path().join("vw"),
+        0,
+        Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+    assert!(!v.ok);
+    let bad: Vec<_> = v.files.iter().filter(|f| f.status != "ok").collect();
+    assert_eq!(bad.len(), 1, "{v:?}");
+    assert_eq!(bad[0].status, "mismatch");
+    assert_eq!(bad[0].archive, archive.path);
+    assert!(v.files.len() > 1);
+
+    // The CLI: exit 1, a row per file in --json, several repo ids at once,
+    // --endpoint and --revision accepted; -q prints only the bad rows.
+    if let Some(bin) = cli_binary() {
+        let run = |args: &[&str]| {
+            std::process::Command::new(&bin)
+                .args(args)
+                .env("HF_HOME", tmp.path().join("hfhome"))
+                .env_remove("HF_TOKEN")
+                .env_remove("HF_ENDPOINT")
+                .output()
+                .unwrap()
+        };
+        let url = srv.url();
+        let out = run(&[
+            "verify",
+            "org/model-brevis",
+            "--endpoint",
+            &url,
+            "--revision",
+            "main",
+            "--json",
+        ]);
+        assert_eq!(out.status.code(), Some(1));
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(j["ok"], false);
+        assert_eq!(j["files"].as_array().unwrap().len(), v.files.len());
+        // Two repo ids, one of them missing: both reported, exit 2.
+        let out = run(&[
+            "verify",
+            "org/model-brevis",
+            "org/nope-brevis",
+            "--endpoint",
+            &url,
+            "--json",
+        ]);
+        assert_eq!(out.status.code(), Some(2));
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let m = j["mirrors"].as_array().unwrap();
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0]["files"].as_array().unwrap().len(), v.files.len());
+        assert!(m[1]["error"].as_str().unwrap().contains("not found"));
+        // -q: only the mismatch row.
+        let out = run(&["-q", "verify", "org/model-brevis", "--endpoint", &url]);
+        assert_eq!(out.status.code(), Some(1));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(text.starts_with("mismatch"), "{text}");
+    }
+    // A stored file that cannot be fetched at all (the server answers 5xx
+    // for it): still a row per file, that one `error` (the CLI then exits 2).
+    std::fs::remove_file(&obj).unwrap();
+    let v = brevis_hub::verify_mirror(
+        &c,
+        "org/model-brevis",
+        "main",
+        &tmp.path().join("vw"),
+        0,
+        Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+    assert!(!v.ok);
+    let errs: Vec<_> = v.files.iter().filter(|f| f.status == "error").collect();
+    assert_eq!(errs.len(), 1, "{v:?}");
+    assert_eq!(errs[0].archive, archive.path);
+    assert!(v.files.iter().filter(|f| f.status == "ok").count() == v.files.len() - 1);
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_pull_and_mirror_print_nothing() {
+    let Some(bin) = cli_binary() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let srv = serve(
+        &tmp.path().join("store"),
+        &[("org/model", &seed_dir())],
+        |o| o,
+    )
+    .await;
+    let run = |args: &[&str]| {
+        std::process::Command::new(&bin)
+            .args(args)
+            .args(["--endpoint", &srv.url()])
+            .env("HF_HOME", tmp.path().join("hfhome"))
+            .env_remove("HF_TOKEN")
+            .env_remove("HF_ENDPOINT")
+            .output()
+            .unwrap()
+    };
+    for args in [
+        vec!["-q", "mirror", "org/model"],
+        vec!["-q", "pull", "org/model-brevis"],
+    ] {
+        let out = run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(
+            out.stderr.is_empty(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_snapshot_is_not_rewritten_with_other_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, commit) = mirrored(tmp.path()).await;
+    let cache = tmp.path().join("hf/hub");
+    let opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+    brevis_hub::pull(&c, &opts).await.unwrap();
+    let snap = cache.join("models--org--model/snapshots").join(&commit);
+    let before = sha_file(&snap.join("config.json"));
+
+    // A self-consistent mirror claiming the same commit with another
+    // config.json: its bytes would replace the cached file.
+    let other = tmp.path().join("other-seed");
+    std::fs::create_dir_all(&other).unwrap();
+    for f in files_under(&seed_dir()) {
+        let to = other.join(&f);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(seed_dir().join(&f), to).unwrap();
+    }
+    std::fs::write(other.join("config.json"), b"{\"evil\": true}\n").unwrap();
+    let store = Store::open(&tmp.path().join("store")).unwrap();
+    store.seed("org/evil", &other).unwrap();
+    let mut mo = MirrorOptions::new("org/evil", tmp.path().join("work"));
+    mo.dest = Some("org/evil-brevis".into());
+    brevis_hub::mirror(&c, &c, &mo).await.unwrap();
+    // Rewrite its manifest to claim org/model at the cached commit (all
+    // hashes stay those of its own bytes).
+    let p = tmp.path().join("m.json");
+    c.download_file(
+        "org/evil-brevis",
+        "main",
+        "brevis.manifest.json",
+        &p,
+        &Expect::default(),
+        &brevis_core::NoProgress,
+    )
+    .await
+    .unwrap();
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    m["source"]["repo"] = "org/model".into();
+    m["source"]["commit"] = commit.clone().into();
+    let bytes = serde_json::to_vec_pretty(&m).unwrap();
+    std::fs::write(&p, &bytes).unwrap();
+    c.upload_files(
+        "org/evil-brevis",
+        "main",
+        "claim",
+        &[brevis_hub::UploadFile {
+            path_in_repo: "brevis.manifest.json".into(),
+            local: p.clone(),
+            hashes: brevis_hub::hashing::hash_bytes(&bytes),
+        }],
+        &[],
+        Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+    let e = brevis_hub::pull(
+        &c,
+        &PullOptions::new("org/evil-brevis", &cache, tmp.path().join("pw")),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.to_string().contains("already holds"), "{e}");
+    assert_eq!(sha_file(&snap.join("config.json")), before);
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_temp_files_of_dead_runs_are_removed() {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, _) = mirrored(tmp.path()).await;
+    let plain = tmp.path().join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    // What a killed run of an earlier version left (pid 2^22+1 is above
+    // Linux's pid_max: never alive), and a temp of a live process (ours).
+    let dead = plain.join(".model.safetensors.incomplete.4194305.0.tmp");
+    let live = plain.join(format!(".config.json.{}.0.tmp", std::process::id()));
+    std::fs::write(&dead, vec![0u8; 1000]).unwrap();
+    std::fs::write(&live, b"x").unwrap();
+    // A user's file that only looks like one, for a name pull does not write.
+    let theirs = plain.join(".notes.txt.4194305.0.tmp");
+    std::fs::write(&theirs, b"mine").unwrap();
+    let mut opts = PullOptions::new(
+        "org/model-brevis",
+        tmp.path().join("hf/hub"),
+        tmp.path().join("pw"),
+    );
+    opts.local_dir = Some(plain.clone());
+    brevis_hub::pull(&c, &opts).await.unwrap();
+    assert!(!dead.exists());
+    assert!(live.exists());
+    assert!(theirs.exists());
+
+    // In the HF cache: a snapshot link a killed run made but never renamed.
+    #[cfg(unix)]
+    {
+        let cache = tmp.path().join("hf/hub");
+        let commit = c.repo_info("org/model", "main").await.unwrap().sha;
+        let snap = cache.join("models--org--model/snapshots").join(&commit);
+        std::fs::create_dir_all(&snap).unwrap();
+        let link = snap.join(".config.json.brevis-link-4194305");
+        std::os::unix::fs::symlink("../../blobs/nothing", &link).unwrap();
+        opts.local_dir = None;
+        brevis_hub::pull(&c, &opts).await.unwrap();
+        assert!(std::fs::symlink_metadata(&link).is_err());
+        assert!(temp_leftovers(&cache).is_empty());
+    }
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_globs_and_an_empty_endpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = client("http://127.0.0.1:9", None);
+    let mut opts = PullOptions::new("org/m-brevis", tmp.path().join("c"), tmp.path().join("w"));
+    opts.include = vec!["[".into()];
+    let e = brevis_hub::pull(&c, &opts).await.unwrap_err();
+    assert!(matches!(e, HubError::Invalid { what: "glob", .. }), "{e}");
+    let mut mo = MirrorOptions::new("org/m", tmp.path().join("w"));
+    mo.exclude = vec!["model[0-9".into()];
+    let e = brevis_hub::mirror(&c, &c, &mo).await.unwrap_err();
+    assert!(matches!(e, HubError::Invalid { what: "glob", .. }), "{e}");
+    // HF_ENDPOINT= (empty) means the default endpoint, as for huggingface_hub.
+    if let Some(bin) = cli_binary() {
+        let out = std::process::Command::new(bin)
+            .args(["mirror", "org/model", "--dry-run", "--include", "["])
+            .env("HF_ENDPOINT", "")
+            .env("HF_HOME", tmp.path().join("hfhome"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("invalid glob"), "{err}");
+        assert!(!err.contains("invalid endpoint"), "{err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_closes_connections_that_never_finish_their_headers() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let tmp = tempfile::tempdir().unwrap();
+    let srv = serve(
+        &tmp.path().join("store"),
+        &[("org/model", &seed_dir())],
+        |o| o.header_read_timeout(std::time::Duration::from_millis(300)),
+    )
+    .await;
+    let host = srv.addr();
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+    s.write_all(b"GET /api/models/org/model HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    // The server closes it (EOF, or a 408 then EOF) well before 10 s.
+    let mut buf = Vec::new();
+    let r = tokio::time::timeout(std::time::Duration::from_secs(10), s.read_to_end(&mut buf)).await;
+    assert!(r.is_ok(), "connection still open");
+    // Complete requests still work.
+    let c = client(&srv.url(), None);
+    assert!(c.repo_info("org/model", "main").await.is_ok());
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_whose_body_stalls_is_given_up_on() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Headers at once, 10 of 1000 bytes, then nothing (connection held);
+    // every other request (a resume) is not answered at all.
+    let l = tokio::net::TcpListener::bind(any_addr()).await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        let mut n = 0;
+        while let Ok((mut s, _)) = l.accept().await {
+            let mut buf = vec![0u8; 4096];
+            let _ = s.read(&mut buf).await;
+            if n % 2 == 0 {
+                let head = "HTTP/1.1 200 OK\r\ncontent-length: 1000\r\netag: \"x\"\r\n\r\n";
+                let _ = s.write_all(head.as_bytes()).await;
+                let _ = s.write_all(&[b'a'; 10]).await;
+            }
+            n += 1;
+            held.push(s);
+        }
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let said = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let s2 = said.clone();
+    let c = client(&url, None)
+        .with_stall_timeout(std::time::Duration::from_millis(300))
+        .with_notes(Arc::new(move |m: &str| s2.lock().unwrap().push(m.into())));
+    let started = std::time::Instant::now();
+    let e = c
+        .download_file(
+            "org/model",
+            "main",
+            "f.bin",
+            &tmp.path().join("f.bin"),
+            &Expect {
+                size: Some(1000),
+                ..Expect::default()
+            },
+            &brevis_core::NoProgress,
+        )
+        .await
+        .unwrap_err();
+    // Three stalls in all, header or body (body, resume, body), not three
+    // of each: two retries announced, then the error.
+    assert!(matches!(e, HubError::Stalled { attempts: 3, .. }), "{e}");
+    let said = said.lock().unwrap().clone();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert!(!tmp.path().join("f.bin").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_and_pull_a_branch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let srv = serve(
+        &tmp.path().join("store"),
+        &[("org/model", &seed_dir())],
+        |o| o,
+    )
+    .await;
+    let c = client(&srv.url(), None);
+    let url = srv.url();
+    // huggingface_hub's create_branch: POST .../branch/{name}.
+    assert_eq!(
+        raw_post(&url, "/api/models/org/model/branch/dev", "{}").await,
+        200
+    );
+    assert_eq!(
+        raw_post(&url, "/api/models/org/model/branch/dev", "{}").await,
+        409
+    );
+    assert_eq!(
+        raw_post(
+            &url,
+            "/api/models/org/model/branch/x",
+            "{\"startingPoint\": \"nope\"}"
+        )
+        .await,
+        404
+    );
+    let main = c.repo_info("org/model", "main").await.unwrap().sha;
+    assert_eq!(c.repo_info("org/model", "dev").await.unwrap().sha, main);
+    // A commit on dev only.
+    let p = tmp.path().join("extra.txt");
+    std::fs::write(&p, b"only on dev\n").unwrap();
+    c.upload_files(
+        "org/model",
+        "dev",
+        "dev only",
+        &[brevis_hub::UploadFile {
+            path_in_repo: "extra.txt".into(),
+            local: p.clone(),
+            hashes: brevis_hub::hashing::hash_bytes(b"only on dev\n"),
+        }],
+        &[],
+        Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+    let dev = c.repo_info("org/model", "dev").await.unwrap().sha;
+    assert_ne!(dev, main);
+    assert_eq!(c.repo_info("org/model", "main").await.unwrap().sha, main);
+
+    let opts = MirrorOptions::new("org/model", tmp.path().join("w")).revision("dev");
+    let rep = brevis_hub::mirror(&c, &c, &opts).await.unwrap();
+    assert_eq!(rep.source_commit, dev);
+    assert!(rep.files.iter().any(|f| f.path == "extra.txt"));
+    let cache = tmp.path().join("hf/hub");
+    let pr = brevis_hub::pull(
+        &c,
+        &PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(pr.source_commit, dev);
+    let repo_dir = cache.join("models--org--model");
+    assert_eq!(
+        std::fs::read_to_string(repo_dir.join("refs/dev")).unwrap(),
+        dev
+    );
+    assert_eq!(
+        std::fs::read(repo_dir.join("snapshots").join(&dev).join("extra.txt")).unwrap(),
+        b"only on dev\n"
+    );
+    srv.shutdown().await;
+}

@@ -61,6 +61,9 @@ pub struct ServerOptions {
     pub multipart_threshold: u64,
     /// Part size of multipart uploads.
     pub multipart_chunk: u64,
+    /// A connection that has not sent a request's headers within this is
+    /// closed (default [`HEADER_READ_TIMEOUT`]).
+    pub header_read_timeout: std::time::Duration,
     /// Test hooks.
     pub faults: Arc<Faults>,
 }
@@ -75,6 +78,7 @@ impl ServerOptions {
             tree_page_size: 1000,
             multipart_threshold: 64 << 20,
             multipart_chunk: 16 << 20,
+            header_read_timeout: HEADER_READ_TIMEOUT,
             faults: Arc::new(Faults::default()),
         }
     }
@@ -91,6 +95,11 @@ impl ServerOptions {
     /// Set the tree page size.
     pub fn tree_page_size(mut self, n: usize) -> Self {
         self.tree_page_size = n.max(1);
+        self
+    }
+    /// Set the header-read timeout.
+    pub fn header_read_timeout(mut self, d: std::time::Duration) -> Self {
+        self.header_read_timeout = d.max(std::time::Duration::from_millis(1));
         self
     }
     /// Set the multipart threshold and part size.
@@ -142,6 +151,10 @@ impl RunningServer {
     }
 }
 
+/// How long a client may take by default to send a request's headers
+/// before its connection is closed.
+pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Bind `addr` (port 0 picks one) and serve in a tokio task.
 pub async fn start(opts: ServerOptions, addr: SocketAddr) -> Result<RunningServer> {
     let store = Store::open(&opts.root)?;
@@ -153,6 +166,7 @@ pub async fn start(opts: ServerOptions, addr: SocketAddr) -> Result<RunningServe
         .local_addr()
         .map_err(|e| HubError::io(PathBuf::from(addr.to_string()), e))?;
     let faults = opts.faults.clone();
+    let header_timeout = opts.header_read_timeout;
     let state = Arc::new(State {
         store,
         opts,
@@ -165,13 +179,53 @@ pub async fn start(opts: ServerOptions, addr: SocketAddr) -> Result<RunningServe
             async move { handle(st, method, uri, headers, body).await }
         },
     );
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+    // hyper's own loop rather than `axum::serve`, which sets no timer and so
+    // no header-read timeout: a client that opens connections and never
+    // finishes its headers (slowloris) would hold them forever.
     let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = rx.await;
-            })
-            .await;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let mut conns = tokio::task::JoinSet::new();
+        loop {
+            let stream = tokio::select! {
+                r = listener.accept() => match r {
+                    Ok((s, _)) => s,
+                    // E.g. out of file descriptors: wait, then go on.
+                    Err(_) => {
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                _ = &mut rx => break,
+                Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            };
+            let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+            let mut stop = stop_rx.clone();
+            conns.spawn(async move {
+                let mut b = hyper::server::conn::http1::Builder::new();
+                b.timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(header_timeout);
+                let conn = b
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                    .with_upgrades();
+                let mut conn = std::pin::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => return,
+                    _ = stop.changed() => {}
+                }
+                // Stopping: an idle connection closes now, a request in
+                // flight is answered first.
+                conn.as_mut().graceful_shutdown();
+                let _ = conn.await;
+            });
+        }
+        let _ = stop_tx.send(true);
+        // Stop: requests in flight get a moment to finish.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while conns.join_next().await.is_some() {}
+        })
+        .await;
+        conns.abort_all();
     });
     Ok(RunningServer {
         addr,
@@ -320,6 +374,18 @@ async fn handle(st: Arc<State>, method: Method, uri: Uri, headers: HeaderMap, bo
         ),
         ["api", "models", org, name, "preupload", rev @ ..] if m == Method::POST => {
             preupload(&st, access, &format!("{org}/{name}"), &rev.join("/"), body).await
+        }
+        ["api", "models", org, name, "branch", branch @ ..]
+            if m == Method::POST && !branch.is_empty() =>
+        {
+            create_branch(
+                &st,
+                access,
+                &format!("{org}/{name}"),
+                &branch.join("/"),
+                body,
+            )
+            .await
         }
         ["api", "models", org, name, "commit", rev @ ..] if m == Method::POST => {
             commit(
@@ -973,6 +1039,64 @@ fn writable(st: &State, access: Access, repo: &str, rev: &str) -> std::result::R
             &format!("Invalid rev id: {rev}"),
         )),
         Err(e) => Err(internal(e)),
+    }
+}
+
+/// `POST /api/models/{repo}/branch/{branch}` (`huggingface_hub`'s
+/// `create_branch`): a new branch at `startingPoint` (default `main`); 409
+/// if it exists.
+async fn create_branch(st: &State, access: Access, repo: &str, branch: &str, body: Body) -> Resp {
+    if let Some(r) = need_write(access) {
+        return r;
+    }
+    if check_repo_id(repo).is_err() || st.store.repo_private(repo).is_none() {
+        return repo_not_found();
+    }
+    let is_commit_id = branch.len() == 40 && branch.bytes().all(|b| b.is_ascii_hexdigit());
+    if crate::paths::check_revision(branch).is_err() || is_commit_id || branch.starts_with("refs/")
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            None,
+            &format!("invalid branch name {branch:?}"),
+        );
+    }
+    let b = match read_body(body, 64 << 10).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let v: Value = serde_json::from_slice(&b).unwrap_or(Value::Null);
+    let start = v
+        .get("startingPoint")
+        .and_then(Value::as_str)
+        .unwrap_or("main")
+        .to_string();
+    let _g = st.write_lock.lock().unwrap_or_else(|p| p.into_inner());
+    match st.store.head(repo, branch) {
+        Ok(None) => {}
+        Ok(Some(_)) => {
+            return error(
+                StatusCode::CONFLICT,
+                None,
+                &format!("branch {branch} already exists"),
+            );
+        }
+        Err(e) => return internal(e),
+    }
+    let from = match st.store.resolve(repo, &start) {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            return error(
+                StatusCode::NOT_FOUND,
+                Some("RevisionNotFound"),
+                &format!("Invalid rev id: {start}"),
+            );
+        }
+        Err(e) => return internal(e),
+    };
+    match st.store.set_head(repo, branch, &from.oid) {
+        Ok(()) => json_resp(StatusCode::OK, &json!({})),
+        Err(e) => internal(e),
     }
 }
 
