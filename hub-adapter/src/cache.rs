@@ -79,10 +79,14 @@ impl RepoCache {
         target.push(etag);
         let parent = dst.parent().unwrap_or(&self.root);
         std::fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
+        // Unique per call, not only per process: two pulls in one process
+        // (a library user's tasks) may link the same path at once.
+        static LINKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let tmp = parent.join(format!(
-            ".{}.brevis-link-{}",
+            ".{}.brevis-link-{}-{}",
             dst.file_name().and_then(|n| n.to_str()).unwrap_or("x"),
-            std::process::id()
+            std::process::id(),
+            LINKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         let _ = std::fs::remove_file(&tmp);
         symlink(&target, &tmp).map_err(|e| HubError::io(&tmp, e))?;

@@ -1086,7 +1086,7 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
 /// Remove the temp files a process that is gone left for `dst`:
 /// `.NAME.PID.N.tmp` and `.NAME.incomplete.PID.N.tmp` (a killed run of an
 /// earlier version, or of the named temp-file fallback where `O_TMPFILE` is
-/// missing) and `.NAME.brevis-link-PID` (a snapshot link not yet renamed),
+/// missing) and `.NAME.brevis-link-PID-N` (a snapshot link not yet renamed),
 /// NAME being `dst`'s file name. Only where `/proc` tells which processes
 /// live: a temp file of a live process, or any other file, is never touched.
 fn clean_stale_temps(dst: &Path) {
@@ -1106,8 +1106,10 @@ fn clean_stale_temps(dst: &Path) {
         let Some(rest) = entry.strip_prefix('.').and_then(|r| r.strip_prefix(name)) else {
             continue;
         };
-        let stale = if let Some(pid) = rest.strip_prefix(".brevis-link-") {
-            digits(pid) && dead(pid)
+        let stale = if let Some(id) = rest.strip_prefix(".brevis-link-") {
+            // PID-N (PID alone from earlier versions).
+            let (pid, n) = id.split_once('-').unwrap_or((id, "0"));
+            digits(pid) && digits(n) && dead(pid)
         } else if let Some(mid) = rest.strip_suffix(".tmp") {
             let mid = mid.strip_prefix(".incomplete").unwrap_or(mid);
             match mid.strip_prefix('.').and_then(|m| m.split_once('.')) {
