@@ -1,6 +1,7 @@
 //! Local commands: compress, decompress, verify, inspect, bench, prior.
 
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -370,11 +371,12 @@ fn is_safetensors(p: &Path) -> bool {
     p.extension().is_some_and(|e| e == "safetensors")
 }
 
-fn file_name(p: &Path) -> Result<String> {
+/// `p`'s file name as the file system has it (not necessarily UTF-8: an
+/// output is named after its input byte for byte).
+fn file_name(p: &Path) -> Result<OsString> {
     Ok(p.file_name()
         .with_context(|| format!("{}: no file name", p.display()))?
-        .to_string_lossy()
-        .into_owned())
+        .to_owned())
 }
 
 /// Where each output goes: beside its input (no `-o`); into the folder
@@ -389,7 +391,7 @@ fn plan(
     inputs: &[Input],
     output: Option<&Path>,
     any_folder: bool,
-    name: impl Fn(&Path) -> Result<String>,
+    name: impl Fn(&Path) -> Result<OsString>,
 ) -> Result<Plan> {
     let Some(o) = output else {
         let outs = inputs
@@ -566,7 +568,9 @@ pub fn compress(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
     }
     let inputs = &found.files;
     let plan = plan(inputs, a.output.as_deref(), found.any_folder, |p| {
-        Ok(format!("{}.brv", file_name(p)?))
+        let mut n = file_name(p)?;
+        n.push(".brv");
+        Ok(n)
     })?;
     let outs = &plan.outs;
     check_outputs(inputs, outs, a.force)?;
@@ -650,11 +654,15 @@ fn ratio(a: u64, b: u64) -> f64 {
 }
 
 /// The name an archive decodes to: its own minus `.brv`, or `NAME.out`.
-fn restored_name(p: &Path) -> Result<String> {
-    let name = file_name(p)?;
-    Ok(match name.strip_suffix(".brv") {
-        Some(s) if !s.is_empty() => s.to_owned(),
-        _ => format!("{name}.out"),
+fn restored_name(p: &Path) -> Result<OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut name = file_name(p)?;
+    Ok(match name.as_bytes().strip_suffix(b".brv") {
+        Some(s) if !s.is_empty() => OsStr::from_bytes(s).to_owned(),
+        _ => {
+            name.push(".out");
+            name
+        }
     })
 }
 

@@ -410,10 +410,11 @@ fn review_20_decompress_names_an_archive_without_brv_suffix() {
     assert_eq!(sha256(&p.join("out/A.bin.out")), sha256(&p.join(MODEL)));
 }
 
-/// A file name that is not UTF-8 is reported (lossily) in `--json`, not a
-/// panic of the JSON encoder.
+/// A file name that is not UTF-8 names its archive and its restored file
+/// byte for byte, and is reported (lossily) in `--json`, not a panic of
+/// the JSON encoder.
 #[test]
-fn json_reports_non_utf8_file_names() {
+fn non_utf8_file_names_survive_and_are_reported() {
     use std::os::unix::ffi::OsStrExt;
     let d = tempfile::tempdir().unwrap();
     let src = d.path().join("in");
@@ -429,4 +430,14 @@ fn json_reports_non_utf8_file_names() {
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
     let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("verify --json is JSON");
     assert_eq!(v["ok"], true, "{v}");
+    // The names themselves survive, byte for byte, both ways.
+    let mut archive = name.to_owned();
+    archive.push(".brv");
+    assert!(d.path().join("out").join(&archive).is_file());
+    let o = run(d.path(), &["decompress", "out", "-o", "back", "-q"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert_eq!(
+        std::fs::read(d.path().join("back").join(name)).unwrap(),
+        std::fs::read(src.join(name)).unwrap()
+    );
 }
