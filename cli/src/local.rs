@@ -726,7 +726,7 @@ fn looks_like_repo_id(t: &str) -> bool {
 fn archives_of(t: &str, targets: usize) -> Result<Vec<PathBuf>> {
     let p = Path::new(t);
     if std::fs::symlink_metadata(p).is_err() && looks_like_repo_id(t) && targets > 1 {
-        bail!("{t}: no such file or folder (a mirror repo id must be the only target)");
+        bail!("{t}: no such file or folder (nor a mirror repo id: not beside archives)");
     }
     let meta = stat(p)?;
     if meta.is_dir() {
@@ -796,10 +796,17 @@ impl Checked {
 
 pub fn verify(a: VerifyArgs, ui: &Ui) -> Result<Outcome> {
     // A folder with a manifest, or a repo id that is no local path: a mirror.
+    let mirror_folder = |p: &Path| p.is_dir() && p.join("brevis.manifest.json").exists();
+    // Beside an archive or a folder of archives, a missing path is a typo,
+    // not a repo id: it gets its error row beside the others' results.
+    let local = a.targets.iter().any(|t| {
+        let p = Path::new(t);
+        std::fs::symlink_metadata(p).is_ok() && !mirror_folder(p)
+    });
     let is_mirror = |t: &String| {
         let p = Path::new(t);
-        (p.is_dir() && p.join("brevis.manifest.json").exists())
-            || (std::fs::symlink_metadata(p).is_err() && looks_like_repo_id(t))
+        mirror_folder(p)
+            || (!local && std::fs::symlink_metadata(p).is_err() && looks_like_repo_id(t))
     };
     let mirrors = a.targets.iter().filter(|t| is_mirror(t)).count();
     if mirrors > 0 {

@@ -271,6 +271,20 @@ fn review_07_verify_checks_every_argument() {
         let o = run(p, &["verify", missing]);
         failed_naming(&o, &[missing, "no such file"]);
     }
+    // A typo beside a real archive, shaped like a repo id or not: an error
+    // row beside the archive's result (in --json too), no network.
+    for typo in ["packed/typo", "typo.brv"] {
+        let o = run(p, &["verify", ARCHIVE, typo, "--json"]);
+        assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+        let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+        let files = v["files"].as_array().unwrap();
+        assert_eq!(files.len(), 2, "{v}");
+        assert_eq!(files[0]["ok"], true, "{v}");
+        assert!(
+            files[1]["error"].as_str().unwrap().contains("no such file"),
+            "{v}"
+        );
+    }
     assert!(
         t.elapsed() < Duration::from_secs(20),
         "went to the network?"
