@@ -247,6 +247,27 @@ fn collect(paths: &[PathBuf], want: Want) -> Result<Found> {
             }
         }
     }
+    // One file named twice (`a` and `./a`, a hard link, a folder and a
+    // file in it) is taken once: twice would code it twice, or write its
+    // output and then refuse to overwrite it half-way.
+    let mut seen: std::collections::HashMap<(u64, u64), PathBuf> = Default::default();
+    let mut unique = Vec::with_capacity(found.files.len());
+    for f in std::mem::take(&mut found.files) {
+        use std::os::unix::fs::MetadataExt;
+        let m = stat(&f.path)?;
+        match seen.entry((m.dev(), m.ino())) {
+            std::collections::hash_map::Entry::Occupied(first) => found.skipped.push(format!(
+                "{} is {} again",
+                f.path.display(),
+                first.get().display()
+            )),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(f.path.clone());
+                unique.push(f);
+            }
+        }
+    }
+    found.files = unique;
     Ok(found)
 }
 

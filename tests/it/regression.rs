@@ -455,3 +455,21 @@ fn non_utf8_file_names_survive_and_are_reported() {
         std::fs::read(src.join(name)).unwrap()
     );
 }
+
+/// One file named twice (`a` and `./a`) is taken once, not coded twice or
+/// refused half-way after its first output was written.
+#[test]
+fn a_file_named_twice_is_taken_once() {
+    let d = model_dir();
+    let p = d.path();
+    let dot = format!("./{MODEL}");
+    let o = run(p, &["compress", MODEL, &dot, "--no-prior"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("again"), "{}", o.stderr);
+    let o = run(
+        p,
+        &["decompress", ARCHIVE, &format!("./{ARCHIVE}"), "-o", "back"],
+    );
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert_eq!(sha256(&p.join("back")), sha256(&p.join(MODEL)));
+}
