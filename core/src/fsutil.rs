@@ -151,6 +151,18 @@ impl TempFile {
         }
     }
 
+    /// Give the temp file `src`'s permission bits (as `cp`, zstd and gzip
+    /// do: a private source stays private in its archive and back), best
+    /// effort: a file system without modes keeps its own.
+    pub fn set_mode_from(&self, src: &Path) {
+        #[cfg(unix)]
+        if let Ok(m) = std::fs::metadata(src) {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = m.permissions().mode() & 0o7777 & !0o6000;
+            let _ = std::fs::set_permissions(self.path(), std::fs::Permissions::from_mode(mode));
+        }
+    }
+
     /// Sync, then publish as `dst`. Without `overwrite`, fails with
     /// `AlreadyExists` if `dst` exists, and never replaces it.
     pub fn persist(mut self, dst: &Path, overwrite: bool) -> io::Result<()> {

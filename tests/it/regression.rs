@@ -473,3 +473,20 @@ fn a_file_named_twice_is_taken_once() {
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
     assert_eq!(sha256(&p.join("back")), sha256(&p.join(MODEL)));
 }
+
+/// A private source stays private: its archive and the file restored from
+/// it get its permission bits (as cp, zstd and gzip give them).
+#[test]
+fn outputs_keep_the_source_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = model_dir();
+    let p = d.path();
+    let mode = |f: &str| std::fs::metadata(p.join(f)).unwrap().permissions().mode() & 0o777;
+    std::fs::set_permissions(p.join(MODEL), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let o = run(p, &["compress", MODEL, "--no-prior", "-q"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert_eq!(mode(ARCHIVE), 0o600);
+    let o = run(p, &["decompress", ARCHIVE, "-o", "back", "-q"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert_eq!(mode("back"), 0o600);
+}

@@ -430,6 +430,7 @@ pub fn decompress_file(
     let report = a.decode_to(&mut w, opts)?;
     w.flush().map_err(|e| DecodeError::io(dst, e))?;
     drop(w);
+    tmp.set_mode_from(src);
     tmp.persist(dst, overwrite)
         .map_err(|e| DecodeError::io(dst, e))?;
     Ok(report)

@@ -632,6 +632,7 @@ pub fn compress_file(
         let archive = Archive::new(f).map_err(|e| EncodeError::SelfCheck(e.to_string()))?;
         self_check(archive, &report, opts.threads)?;
     }
+    tmp.set_mode_from(src);
     tmp.persist(dst, overwrite).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AlreadyExists {
             EncodeError::Exists(dst.to_path_buf())
