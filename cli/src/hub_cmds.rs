@@ -90,7 +90,8 @@ pub struct MirrorArgs {
     #[arg(long, env = "BREVIS_TO_TOKEN", hide_env_values = true)]
     pub to_token: Option<String>,
     /// Replace the destination repo even if it exists and is not a Brevis
-    /// mirror (its files are deleted). Without it, such a repo is refused.
+    /// mirror, or mirrors another source repo or revision (its files are
+    /// deleted). Without it, such a repo is refused.
     #[arg(long)]
     pub force: bool,
     /// Use this prior (JSON) instead of learning one.

@@ -49,7 +49,8 @@ pub struct MirrorOptions {
     /// Keep the work folder after success.
     pub keep_work: bool,
     /// Replace the destination even when it exists and is not a Brevis
-    /// mirror (its files are deleted).
+    /// mirror, or is the mirror of another source repo or revision (its
+    /// files are deleted).
     pub force: bool,
     /// Codec threads (0 = all cores).
     pub threads: usize,
@@ -425,6 +426,29 @@ pub async fn mirror(
                 ),
             ));
         }
+    }
+    // A mirror of another source (or of another branch of it) is someone
+    // else's mirror: replacing it takes --force too. The same source and
+    // branch at a newer commit is an update, not a replacement.
+    if let Some(m) = &existing_manifest
+        && !opts.force
+        && (m.source.repo != opts.src || m.source.revision != opts.revision)
+    {
+        let _ = std::fs::remove_dir_all(&work);
+        return Err(HubError::invalid(
+            "destination",
+            &dest,
+            format!(
+                "is a Brevis mirror of {} (revision {}, commit {}), not of {} (revision {}); \
+                 mirroring into it would replace that mirror. Pass --force to replace it, or \
+                 choose another --to",
+                m.source.repo,
+                m.source.revision,
+                &m.source.commit[..12],
+                opts.src,
+                opts.revision
+            ),
+        ));
     }
     if let Some(di) = &existing
         && let Some(m) = existing_manifest

@@ -1495,3 +1495,108 @@ async fn mirror_and_pull_a_branch() {
     );
     srv.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_does_not_replace_the_mirror_of_another_source_or_branch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let victim = tmp.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    write_safetensors(&victim.join("model.safetensors"), 2000, 7);
+    let srv = serve(
+        &tmp.path().join("store"),
+        &[("org/model", &seed_dir()), ("org/victim", &victim)],
+        |o| o,
+    )
+    .await;
+    let c = client(&srv.url(), None);
+    brevis_hub::mirror(
+        &c,
+        &c,
+        &MirrorOptions::new("org/model", tmp.path().join("w")),
+    )
+    .await
+    .unwrap();
+    let manifest_source = |c: HubClient| async move {
+        let p = tempfile::NamedTempFile::new().unwrap();
+        c.download_file(
+            "org/model-brevis",
+            "main",
+            "brevis.manifest.json",
+            p.path(),
+            &Expect::default(),
+            &brevis_core::NoProgress,
+        )
+        .await
+        .unwrap();
+        let m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(p.path()).unwrap()).unwrap();
+        (
+            m["source"]["repo"].as_str().unwrap().to_string(),
+            m["source"]["revision"].as_str().unwrap().to_string(),
+        )
+    };
+    let before = c.repo_info("org/model-brevis", "main").await.unwrap().sha;
+
+    // Another source repo: refused, naming both; the mirror is untouched.
+    let other = MirrorOptions::new("org/victim", tmp.path().join("w")).dest("org/model-brevis");
+    let e = brevis_hub::mirror(&c, &c, &other).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("org/model ") && msg.contains("org/victim") && msg.contains("--force"),
+        "{msg}"
+    );
+    // Another branch of the same source: refused, naming both branches.
+    assert_eq!(
+        raw_post(&srv.url(), "/api/models/org/model/branch/dev", "{}").await,
+        200
+    );
+    let dev = MirrorOptions::new("org/model", tmp.path().join("w"))
+        .revision("dev")
+        .dest("org/model-brevis");
+    let e = brevis_hub::mirror(&c, &c, &dev).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("revision main") && msg.contains("revision dev"),
+        "{msg}"
+    );
+    assert_eq!(
+        c.repo_info("org/model-brevis", "main").await.unwrap().sha,
+        before
+    );
+    assert_eq!(
+        manifest_source(c.clone()).await,
+        ("org/model".to_string(), "main".to_string())
+    );
+
+    // The same source and branch at a newer commit updates it without --force.
+    let p = tmp.path().join("extra.txt");
+    std::fs::write(&p, b"newer\n").unwrap();
+    c.upload_files(
+        "org/model",
+        "main",
+        "newer",
+        &[brevis_hub::UploadFile {
+            path_in_repo: "extra.txt".into(),
+            local: p.clone(),
+            hashes: brevis_hub::hashing::hash_bytes(b"newer\n"),
+        }],
+        &[],
+        Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+    let same = MirrorOptions::new("org/model", tmp.path().join("w"));
+    let rep = brevis_hub::mirror(&c, &c, &same).await.unwrap();
+    assert!(!rep.up_to_date);
+    assert!(rep.files.iter().any(|f| f.path == "extra.txt"));
+
+    // --force replaces it.
+    let mut forced = other.clone();
+    forced.force = true;
+    brevis_hub::mirror(&c, &c, &forced).await.unwrap();
+    assert_eq!(
+        manifest_source(c.clone()).await,
+        ("org/victim".to_string(), "main".to_string())
+    );
+    srv.shutdown().await;
+}
