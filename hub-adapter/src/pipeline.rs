@@ -274,6 +274,25 @@ fn check_plan(repo: &str, files: &[RepoFile], names: &[(String, Encoding)]) -> R
     Ok(())
 }
 
+/// The error for `--include` / `--exclude` filters that leave no file of
+/// `repo`, naming the patterns.
+fn nothing_selected(repo: &str, include: &[String], exclude: &[String]) -> HubError {
+    let list = |flag: &str, globs: &[String]| {
+        globs
+            .iter()
+            .map(|g| format!("{flag} {g:?}"))
+            .collect::<Vec<_>>()
+    };
+    let mut filters = list("--include", include);
+    filters.extend(list("--exclude", exclude));
+    let reason = if filters.is_empty() {
+        "no file selected".to_string()
+    } else {
+        format!("no file matches {}", filters.join(" "))
+    };
+    HubError::invalid("selection", repo, reason)
+}
+
 async fn fetch_manifest(
     client: &HubClient,
     repo: &str,
@@ -334,11 +353,7 @@ pub async fn mirror(
     let mut files = src.list_files(&opts.src, &commit).await?;
     files.retain(|f| selected(&f.path, &opts.include, &opts.exclude));
     if files.is_empty() {
-        return Err(HubError::invalid(
-            "selection",
-            &opts.src,
-            "no files selected",
-        ));
+        return Err(nothing_selected(&opts.src, &opts.include, &opts.exclude));
     }
     let name = opts.src.split('/').nth(1).unwrap_or("model");
     let dest = match &opts.dest {
@@ -942,6 +957,12 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
         .iter()
         .filter(|f| selected(&f.path, &opts.include, &opts.exclude))
         .collect();
+    // Filters that match nothing are a mistake: restoring nothing and still
+    // writing the ref would look like a successful pull.
+    if chosen.is_empty() {
+        let _ = std::fs::remove_dir_all(&work);
+        return Err(nothing_selected(&opts.repo, &opts.include, &opts.exclude));
+    }
     let cache = RepoCache::new(&opts.cache_dir, &m.source.repo)?;
     let final_path = |f: &FileEntry| -> Result<PathBuf> {
         match &opts.local_dir {

@@ -1600,3 +1600,43 @@ async fn mirror_does_not_replace_the_mirror_of_another_source_or_branch() {
     );
     srv.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_filters_that_match_nothing_fail_and_write_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, _) = mirrored(tmp.path()).await;
+    let cache = tmp.path().join("hf/hub");
+    for include in ["nomatch*", ""] {
+        let mut opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+        opts.include = vec![include.to_string()];
+        let e = brevis_hub::pull(&c, &opts).await.unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("--include {include:?}")),
+            "{include:?}: {msg}"
+        );
+        assert!(!cache.exists(), "{:?}", files_under(&cache));
+    }
+    // Every file left out by --exclude: the same.
+    let mut opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+    opts.exclude = vec!["*".to_string()];
+    let msg = brevis_hub::pull(&c, &opts).await.unwrap_err().to_string();
+    assert!(msg.contains("--exclude \"*\""), "{msg}");
+    assert!(!cache.exists());
+    if let Some(bin) = cli_binary() {
+        let out = std::process::Command::new(bin)
+            .args(["pull", "org/model-brevis", "--include", "nomatch*"])
+            .args(["--endpoint", &srv.url(), "--cache-dir"])
+            .arg(&cache)
+            .env("HF_HOME", tmp.path().join("hfhome"))
+            .env_remove("HF_TOKEN")
+            .env_remove("HF_ENDPOINT")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("nomatch*"), "{err}");
+        assert!(!cache.exists());
+    }
+    srv.shutdown().await;
+}
