@@ -1136,7 +1136,7 @@ async fn remote_verify_reports_a_tampered_store_object() {
         assert_eq!(text.lines().count(), 1, "{text}");
         assert!(text.starts_with("mismatch"), "{text}");
     }
-    // A stored file that cannot be fetched at all (the server answers 5xx
+    // A stored file that cannot be fetched at all (the server answers 500
     // for it): still a row per file, that one `error` (the CLI then exits 2).
     std::fs::remove_file(&obj).unwrap();
     let v = brevis_hub::verify_mirror(
@@ -1637,6 +1637,68 @@ async fn pull_filters_that_match_nothing_fail_and_write_nothing() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("nomatch*"), "{err}");
         assert!(!cache.exists());
+    }
+    srv.shutdown().await;
+}
+
+/// GET `path` with a raw HTTP/1.1 request: the status line and headers.
+async fn raw_get_head(url: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = url.trim_start_matches("http://");
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    text.split("\r\n\r\n").next().unwrap().to_ascii_lowercase()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_answers_500_for_a_store_object_missing_on_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, _, _) = mirrored(tmp.path()).await;
+    let url = srv.url();
+    let store = Store::open(&tmp.path().join("store")).unwrap();
+    // A small file of the source and an archive of the mirror.
+    let sha = sha_file(&seed_dir().join("config.json"));
+    std::fs::remove_file(store.object_path(&sha)).unwrap();
+    let tree = client(&url, None)
+        .list_files("org/model-brevis", "main")
+        .await
+        .unwrap();
+    let archive = tree
+        .iter()
+        .find(|f| f.path.ends_with(".safetensors.brv"))
+        .unwrap();
+    std::fs::remove_file(store.object_path(archive.lfs_sha256.as_deref().unwrap())).unwrap();
+    for (repo, path) in [
+        ("org/model", "config.json"),
+        ("org/model-brevis", archive.path.as_str()),
+    ] {
+        // No 200 with a length and then an empty body: a 500 up front,
+        // naming the missing object.
+        let head = raw_get_head(&url, &format!("/{repo}/resolve/main/{path}")).await;
+        assert!(head.starts_with("http/1.1 500"), "{path}: {head}");
+        assert!(head.contains("missing from the store"), "{path}: {head}");
+        // The client says why (not "error decoding response body").
+        let c = client(&url, None);
+        let e = c
+            .download_file(
+                repo,
+                "main",
+                path,
+                &tmp.path().join("dl.bin"),
+                &Expect::default(),
+                &brevis_core::NoProgress,
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, HubError::Http { status: 500, .. }),
+            "{path}: {e}"
+        );
+        assert!(e.to_string().contains("missing from the store"), "{e}");
     }
     srv.shutdown().await;
 }
