@@ -54,14 +54,28 @@ impl HubArgs {
         ui: &Ui,
     ) -> Result<HubClient> {
         let same = |e: &str| e.trim_end_matches('/') == self.endpoint().trim_end_matches('/');
-        let (endpoint, token) = match endpoint {
-            None => (self.endpoint(), token.or(self.token.as_deref())),
-            Some(e) if same(e) => (e, token.or(self.token.as_deref())),
-            Some(e) => (e, token),
+        let (endpoint, shared) = match endpoint {
+            None => (self.endpoint(), true),
+            Some(e) if same(e) => (e, true),
+            Some(e) => (e, false),
+        };
+        // A refused token names the option it came from.
+        let (token, hint) = match (token, shared) {
+            (Some(t), _) => (Some(t), "--to-token / BREVIS_TO_TOKEN"),
+            (None, true) => (
+                self.token.as_deref(),
+                "HF_TOKEN / --token (or --to-token / BREVIS_TO_TOKEN for the destination)",
+            ),
+            (None, false) => (
+                None,
+                "--to-token / BREVIS_TO_TOKEN (the destination's token: --token goes to \
+                 --endpoint only)",
+            ),
         };
         Ok(HubClient::new(endpoint, token.map(String::from))?
             .with_concurrency(self.jobs)
-            .with_notes(notes(ui)))
+            .with_notes(notes(ui))
+            .with_token_hint(hint))
     }
 }
 

@@ -864,6 +864,16 @@ async fn mirror_sends_each_token_only_to_its_endpoint() {
         !err.contains("hf_source") && !err.contains("hf_dest"),
         "{err}"
     );
+    // The refusal points at the destination's token, not at HF_TOKEN.
+    assert!(
+        err.contains("refused the token") && err.contains("check --to-token / BREVIS_TO_TOKEN"),
+        "{err}"
+    );
+    // A wrong --to-token: the same hint.
+    let out = run(&["--token", "hf_source", "--to-token", "hf_wrong"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("check --to-token / BREVIS_TO_TOKEN"), "{err}");
     // Each its own token: both servers accept.
     let out = run(&["--token", "hf_source", "--to-token", "hf_dest"]);
     assert_eq!(
