@@ -171,33 +171,87 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
         .map_err(|e| HubError::io("<worker>", std::io::Error::other(e.to_string())))?
 }
 
-/// Hold `DIR/NAME.lock` exclusively (released when the file is dropped):
-/// two runs sharing a work folder (two pulls of one mirror, say) take turns
-/// instead of writing the same download files at once.
-async fn lock_work(dir: &Path, name: &str, note: &Notes) -> Result<std::fs::File> {
+/// A held `DIR/NAME.lock`. Dropping it removes the file while still holding
+/// the lock, then releases it: no lock file is left behind, and a run that
+/// opened the file before it was removed sees, once it holds the lock, that
+/// the path no longer names its file and takes the lock again
+/// ([`lock_work`]).
+struct WorkLock {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl Drop for WorkLock {
+    fn drop(&mut self) {
+        // Only where the path is known to name the file held (and only on
+        // Unix, where an open file can be removed); `self.file` is closed,
+        // which releases the lock, after this.
+        if cfg!(unix) && names_same_file(&self.file, &self.path).unwrap_or(false) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Whether `path` still names the open file `f` (false when it is gone or
+/// names another file: the holder removed it as it finished).
+fn names_same_file(f: &std::fs::File, path: &Path) -> Result<bool> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let held = f.metadata().map_err(|e| HubError::io(path, e))?;
+        match std::fs::metadata(path) {
+            Ok(now) => Ok(now.dev() == held.dev() && now.ino() == held.ino()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(HubError::io(path, e)),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        // Lock files are not removed there: the path always names it.
+        let _ = (f, path);
+        Ok(true)
+    }
+}
+
+/// Hold `DIR/NAME.lock` exclusively (released and removed when the guard is
+/// dropped): two runs sharing a work folder (two pulls of one mirror, say)
+/// take turns instead of writing the same download files at once.
+async fn lock_work(dir: &Path, name: &str, note: &Notes) -> Result<WorkLock> {
     std::fs::create_dir_all(dir).map_err(|e| HubError::io(dir, e))?;
     let p = dir.join(format!("{name}.lock"));
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&p)
-        .map_err(|e| HubError::io(&p, e))?;
-    match f.try_lock() {
-        Ok(()) => return Ok(f),
-        Err(std::fs::TryLockError::WouldBlock) => {
-            note(&format!(
-                "waiting for another brevis-hub working in {}",
-                p.display()
-            ));
+    let mut told = false;
+    loop {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&p)
+            .map_err(|e| HubError::io(&p, e))?;
+        let f = match f.try_lock() {
+            Ok(()) => f,
+            Err(std::fs::TryLockError::WouldBlock) => {
+                if !told {
+                    note(&format!(
+                        "waiting for another brevis-hub working in {}",
+                        p.display()
+                    ));
+                    told = true;
+                }
+                let p2 = p.clone();
+                blocking(move || {
+                    f.lock().map_err(|e| HubError::io(&p2, e))?;
+                    Ok(f)
+                })
+                .await?
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(HubError::io(&p, e)),
+        };
+        // The run we waited for removed the file it held: this lock is on a
+        // file no one else will ever open. Take the lock on the path again.
+        if names_same_file(&f, &p)? {
+            return Ok(WorkLock { file: f, path: p });
         }
-        Err(std::fs::TryLockError::Error(e)) => return Err(HubError::io(&p, e)),
     }
-    blocking(move || {
-        f.lock().map_err(|e| HubError::io(&p, e))?;
-        Ok(f)
-    })
-    .await
 }
 
 fn is_safetensors(p: &str) -> bool {
@@ -1415,4 +1469,38 @@ pub async fn verify_mirror(
     rep.ok = rep.files.iter().all(|e| e.status == "ok");
     let _ = std::fs::remove_dir_all(&work);
     Ok(rep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn work_locks_are_removed_and_a_waiter_takes_a_live_one() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().to_path_buf();
+        let p = dir.join("w.lock");
+        let first = lock_work(&dir, "w", &quiet_notes()).await.unwrap();
+        assert!(p.is_file());
+        // A second run opens the same file and waits for it.
+        let d2 = dir.clone();
+        let waiter = tokio::spawn(async move { lock_work(&d2, "w", &quiet_notes()).await });
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(!waiter.is_finished());
+        // The first removes the file as it lets go: the waiter's lock is on
+        // a file the path names again (it took it anew), never on the
+        // removed one, so a third run cannot hold the lock at the same time.
+        drop(first);
+        let second = waiter.await.unwrap().unwrap();
+        assert!(names_same_file(&second.file, &p).unwrap());
+        let third = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        assert!(matches!(
+            third.try_lock(),
+            Err(std::fs::TryLockError::WouldBlock)
+        ));
+        drop(third);
+        drop(second);
+        assert!(!p.exists());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    }
 }

@@ -1712,3 +1712,30 @@ async fn serve_answers_500_for_a_store_object_missing_on_disk() {
     }
     srv.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_pull_and_verify_leave_no_lock_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, _) = mirrored(tmp.path()).await;
+    let cache = tmp.path().join("hf/hub");
+    let opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+    brevis_hub::pull(&c, &opts).await.unwrap();
+    // A second pull (all reused) and a verify.
+    brevis_hub::pull(&c, &opts).await.unwrap();
+    let v = brevis_hub::verify_mirror(
+        &c,
+        "org/model-brevis",
+        "main",
+        &tmp.path().join("vw"),
+        0,
+        Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+    assert!(v.ok);
+    for dir in ["work", "pw", "vw"] {
+        let left = files_under(&tmp.path().join(dir));
+        assert!(left.is_empty(), "{dir}: {left:?}");
+    }
+    srv.shutdown().await;
+}
