@@ -492,13 +492,21 @@ pub fn verify_mirrors(
         }
     } else {
         let mut out = std::io::stdout().lock();
+        // Several mirrors: each row names its mirror (with -q the rows are
+        // all there is).
+        let several = results.len() > 1;
         for (_, r) in &results {
             let Ok(rep) = r else { continue };
+            let prefix = if several {
+                format!("{}: ", rep.target)
+            } else {
+                String::new()
+            };
             // -q: nothing but the files that are not ok.
             for f in rep.files.iter().filter(|f| !(ui.quiet && f.status == "ok")) {
                 writeln!(
                     out,
-                    "{:<8} {}{}",
+                    "{prefix}{:<8} {}{}",
                     f.status,
                     f.path,
                     f.detail

@@ -1714,6 +1714,49 @@ async fn serve_answers_500_for_a_store_object_missing_on_disk() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_verify_of_several_mirrors_names_the_mirror_on_each_row() {
+    let Some(bin) = cli_binary() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, _) = mirrored(tmp.path()).await;
+    let copy = MirrorOptions::new("org/model", tmp.path().join("work")).dest("org/copy-brevis");
+    brevis_hub::mirror(&c, &c, &copy).await.unwrap();
+    // Both mirrors store the archive as one object: damage it.
+    let tree = c.list_files("org/model-brevis", "main").await.unwrap();
+    let archive = tree
+        .iter()
+        .find(|f| f.path.ends_with(".safetensors.brv"))
+        .unwrap();
+    let obj = Store::open(&tmp.path().join("store"))
+        .unwrap()
+        .object_path(archive.lfs_sha256.as_deref().unwrap());
+    let mut b = std::fs::read(&obj).unwrap();
+    let mid = b.len() / 2;
+    b[mid] ^= 0x01;
+    std::fs::write(&obj, b).unwrap();
+    let out = std::process::Command::new(bin)
+        .args(["-q", "verify", "org/model-brevis", "org/copy-brevis"])
+        .args(["--endpoint", &srv.url()])
+        .env("HF_HOME", tmp.path().join("hfhome"))
+        .env_remove("HF_TOKEN")
+        .env_remove("HF_ENDPOINT")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = text.lines().collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(rows[0].starts_with("org/model-brevis: mismatch"), "{text}");
+    assert!(rows[1].starts_with("org/copy-brevis: mismatch"), "{text}");
+    assert!(rows.iter().all(|r| r.contains(&archive.path)), "{text}");
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mirror_pull_and_verify_leave_no_lock_files() {
     let tmp = tempfile::tempdir().unwrap();
     let (srv, c, _) = mirrored(tmp.path()).await;
