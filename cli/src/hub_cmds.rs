@@ -54,14 +54,28 @@ impl HubArgs {
         ui: &Ui,
     ) -> Result<HubClient> {
         let same = |e: &str| e.trim_end_matches('/') == self.endpoint().trim_end_matches('/');
-        let (endpoint, token) = match endpoint {
-            None => (self.endpoint(), token.or(self.token.as_deref())),
-            Some(e) if same(e) => (e, token.or(self.token.as_deref())),
-            Some(e) => (e, token),
+        let (endpoint, shared) = match endpoint {
+            None => (self.endpoint(), true),
+            Some(e) if same(e) => (e, true),
+            Some(e) => (e, false),
+        };
+        // A refused token names the option it came from.
+        let (token, hint) = match (token, shared) {
+            (Some(t), _) => (Some(t), "--to-token / BREVIS_TO_TOKEN"),
+            (None, true) => (
+                self.token.as_deref(),
+                "HF_TOKEN / --token (or --to-token / BREVIS_TO_TOKEN for the destination)",
+            ),
+            (None, false) => (
+                None,
+                "--to-token / BREVIS_TO_TOKEN (the destination's token: --token goes to \
+                 --endpoint only)",
+            ),
         };
         Ok(HubClient::new(endpoint, token.map(String::from))?
             .with_concurrency(self.jobs)
-            .with_notes(notes(ui)))
+            .with_notes(notes(ui))
+            .with_token_hint(hint))
     }
 }
 
@@ -90,7 +104,8 @@ pub struct MirrorArgs {
     #[arg(long, env = "BREVIS_TO_TOKEN", hide_env_values = true)]
     pub to_token: Option<String>,
     /// Replace the destination repo even if it exists and is not a Brevis
-    /// mirror (its files are deleted). Without it, such a repo is refused.
+    /// mirror, or mirrors another source repo or revision (its files are
+    /// deleted). Without it, such a repo is refused.
     #[arg(long)]
     pub force: bool,
     /// Use this prior (JSON) instead of learning one.
@@ -477,13 +492,21 @@ pub fn verify_mirrors(
         }
     } else {
         let mut out = std::io::stdout().lock();
+        // Several mirrors: each row names its mirror (with -q the rows are
+        // all there is).
+        let several = results.len() > 1;
         for (_, r) in &results {
             let Ok(rep) = r else { continue };
+            let prefix = if several {
+                format!("{}: ", rep.target)
+            } else {
+                String::new()
+            };
             // -q: nothing but the files that are not ok.
             for f in rep.files.iter().filter(|f| !(ui.quiet && f.status == "ok")) {
                 writeln!(
                     out,
-                    "{:<8} {}{}",
+                    "{prefix}{:<8} {}{}",
                     f.status,
                     f.path,
                     f.detail

@@ -68,7 +68,11 @@ pub struct HubClient {
     concurrency: usize,
     stall: Duration,
     notes: Option<ClientNotes>,
+    token_hint: Arc<str>,
 }
+
+/// Where a token comes from, as a refused token's message names it.
+pub const DEFAULT_TOKEN_HINT: &str = "HF_TOKEN / --token";
 
 /// A callback for status lines about the connection (stalls, retries).
 pub type ClientNotes = Arc<dyn Fn(&str) + Send + Sync>;
@@ -244,7 +248,16 @@ impl HubClient {
             concurrency: 4,
             stall: STALL_TIMEOUT,
             notes: None,
+            token_hint: Arc::from(DEFAULT_TOKEN_HINT),
         })
+    }
+
+    /// Where the token of this client comes from, for the message of a
+    /// refused token (default [`DEFAULT_TOKEN_HINT`]): a client for a
+    /// second endpoint names its own option.
+    pub fn with_token_hint(mut self, hint: &str) -> Self {
+        self.token_hint = Arc::from(hint);
+        self
     }
 
     /// Use this retry policy.
@@ -421,15 +434,7 @@ impl HubClient {
         let resp = self
             .send(repo, "repo info", || Ok(self.request(Method::GET, &url)))
             .await?;
-        let resp = check(
-            resp,
-            repo,
-            None,
-            Some(revision),
-            "repo info",
-            &self.endpoint,
-        )
-        .await?;
+        let resp = check(resp, repo, None, Some(revision), "repo info", self).await?;
         let v = self.json(resp, repo, "repo info").await?;
         let sha = v
             .get("sha")
@@ -478,15 +483,7 @@ impl HubClient {
             let resp = self
                 .send(repo, "tree listing", || Ok(self.request(Method::GET, &u)))
                 .await?;
-            let resp = check(
-                resp,
-                repo,
-                None,
-                Some(revision),
-                "tree listing",
-                &self.endpoint,
-            )
-            .await?;
+            let resp = check(resp, repo, None, Some(revision), "tree listing", self).await?;
             let next = next_link(resp.headers());
             let v = self.json(resp, repo, "tree listing").await?;
             let items: Vec<TreeItem> = serde_json::from_value(v)
@@ -571,7 +568,7 @@ impl HubClient {
             Some(path),
             Some(revision),
             "file metadata",
-            &self.endpoint,
+            self,
         )
         .await?;
         let h = resp.headers();
@@ -658,15 +655,7 @@ impl HubClient {
                 }
                 continue;
             }
-            let resp = check(
-                resp,
-                repo,
-                Some(path),
-                Some(revision),
-                "download",
-                &self.endpoint,
-            )
-            .await?;
+            let resp = check(resp, repo, Some(path), Some(revision), "download", self).await?;
             let append = resp.status() == StatusCode::PARTIAL_CONTENT;
             if append {
                 let start = content_range_start(resp.headers());
@@ -849,7 +838,7 @@ impl HubClient {
         let resp = self
             .send("", "whoami", || Ok(self.request(Method::GET, &url)))
             .await?;
-        let resp = check(resp, "", None, None, "whoami", &self.endpoint).await?;
+        let resp = check(resp, "", None, None, "whoami", self).await?;
         let v = self.json(resp, "", "whoami").await?;
         v.get("name")
             .and_then(Value::as_str)
@@ -876,7 +865,7 @@ impl HubClient {
                 Err(HubError::RepoExists { repo: repo.into() })
             };
         }
-        check(resp, repo, None, None, "create repo", &self.endpoint).await?;
+        check(resp, repo, None, None, "create repo", self).await?;
         Ok(())
     }
 
@@ -912,15 +901,7 @@ impl HubClient {
                     Ok(self.request(Method::POST, &url).json(&body))
                 })
                 .await?;
-            let resp = check(
-                resp,
-                repo,
-                None,
-                Some(revision),
-                "preupload",
-                &self.endpoint,
-            )
-            .await?;
+            let resp = check(resp, repo, None, Some(revision), "preupload", self).await?;
             let v = self.json(resp, repo, "preupload").await?;
             let answers = v
                 .get("files")
@@ -980,15 +961,7 @@ impl HubClient {
                         .body(body.clone()))
                 })
                 .await?;
-            let resp = check(
-                resp,
-                repo,
-                None,
-                Some(revision),
-                "LFS batch",
-                &self.endpoint,
-            )
-            .await?;
+            let resp = check(resp, repo, None, Some(revision), "LFS batch", self).await?;
             let v = self.json(resp, repo, "LFS batch").await?;
             let objs = v
                 .get("objects")
@@ -1090,7 +1063,7 @@ impl HubClient {
                     Some(&f.path_in_repo),
                     None,
                     "LFS part upload",
-                    &self.endpoint,
+                    self,
                 )
                 .await?;
                 let etag = resp
@@ -1118,7 +1091,7 @@ impl HubClient {
                 Some(&f.path_in_repo),
                 None,
                 "LFS multipart completion",
-                &self.endpoint,
+                self,
             )
             .await?;
         } else {
@@ -1133,15 +1106,7 @@ impl HubClient {
                         .body(body))
                 })
                 .await?;
-            check(
-                resp,
-                repo,
-                Some(&f.path_in_repo),
-                None,
-                "LFS upload",
-                &self.endpoint,
-            )
-            .await?;
+            check(resp, repo, Some(&f.path_in_repo), None, "LFS upload", self).await?;
             progress.advance(size);
         }
         if let Some(verify) = actions.get("verify") {
@@ -1159,15 +1124,7 @@ impl HubClient {
                         .json(&body))
                 })
                 .await?;
-            check(
-                resp,
-                repo,
-                Some(&f.path_in_repo),
-                None,
-                "LFS verify",
-                &self.endpoint,
-            )
-            .await?;
+            check(resp, repo, Some(&f.path_in_repo), None, "LFS verify", self).await?;
         }
         Ok(size)
     }
@@ -1231,7 +1188,7 @@ impl HubClient {
                     .body(lines.clone()))
             })
             .await?;
-        let resp = check(resp, repo, None, Some(revision), "commit", &self.endpoint).await?;
+        let resp = check(resp, repo, None, Some(revision), "commit", self).await?;
         let v = self.json(resp, repo, "commit").await?;
         let oid = v
             .get("commitOid")
@@ -1380,8 +1337,9 @@ async fn check(
     file: Option<&str>,
     revision: Option<&str>,
     what: &'static str,
-    endpoint: &str,
+    client: &HubClient,
 ) -> Result<Response> {
+    let endpoint = client.endpoint.as_str();
     let status = resp.status();
     if status.is_success() {
         return Ok(resp);
@@ -1421,6 +1379,7 @@ async fn check(
         return Err(HubError::Unauthorized {
             repo: repo.into(),
             status: status.as_u16(),
+            hint: client.token_hint.to_string(),
         });
     }
     let body = read_limited(resp, 64 << 10, STALL_TIMEOUT)

@@ -34,12 +34,14 @@ pub enum HubError {
         file: String,
     },
     /// The Hub refused the token (401/403).
-    #[error("{repo}: the Hub refused the token ({status}): check HF_TOKEN / --token")]
+    #[error("{repo}: the Hub refused the token ({status}): check {hint}")]
     Unauthorized {
         /// Repo id (or the endpoint used).
         repo: String,
         /// HTTP status.
         status: u16,
+        /// Where the token comes from (e.g. `HF_TOKEN / --token`).
+        hint: String,
     },
     /// The repo already exists (creating it).
     #[error("repository {repo} already exists")]

@@ -49,7 +49,8 @@ pub struct MirrorOptions {
     /// Keep the work folder after success.
     pub keep_work: bool,
     /// Replace the destination even when it exists and is not a Brevis
-    /// mirror (its files are deleted).
+    /// mirror, or is the mirror of another source repo or revision (its
+    /// files are deleted).
     pub force: bool,
     /// Codec threads (0 = all cores).
     pub threads: usize,
@@ -170,33 +171,87 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
         .map_err(|e| HubError::io("<worker>", std::io::Error::other(e.to_string())))?
 }
 
-/// Hold `DIR/NAME.lock` exclusively (released when the file is dropped):
-/// two runs sharing a work folder (two pulls of one mirror, say) take turns
-/// instead of writing the same download files at once.
-async fn lock_work(dir: &Path, name: &str, note: &Notes) -> Result<std::fs::File> {
+/// A held `DIR/NAME.lock`. Dropping it removes the file while still holding
+/// the lock, then releases it: no lock file is left behind, and a run that
+/// opened the file before it was removed sees, once it holds the lock, that
+/// the path no longer names its file and takes the lock again
+/// ([`lock_work`]).
+struct WorkLock {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl Drop for WorkLock {
+    fn drop(&mut self) {
+        // Only where the path is known to name the file held (and only on
+        // Unix, where an open file can be removed); `self.file` is closed,
+        // which releases the lock, after this.
+        if cfg!(unix) && names_same_file(&self.file, &self.path).unwrap_or(false) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Whether `path` still names the open file `f` (false when it is gone or
+/// names another file: the holder removed it as it finished).
+fn names_same_file(f: &std::fs::File, path: &Path) -> Result<bool> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let held = f.metadata().map_err(|e| HubError::io(path, e))?;
+        match std::fs::metadata(path) {
+            Ok(now) => Ok(now.dev() == held.dev() && now.ino() == held.ino()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(HubError::io(path, e)),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        // Lock files are not removed there: the path always names it.
+        let _ = (f, path);
+        Ok(true)
+    }
+}
+
+/// Hold `DIR/NAME.lock` exclusively (released and removed when the guard is
+/// dropped): two runs sharing a work folder (two pulls of one mirror, say)
+/// take turns instead of writing the same download files at once.
+async fn lock_work(dir: &Path, name: &str, note: &Notes) -> Result<WorkLock> {
     std::fs::create_dir_all(dir).map_err(|e| HubError::io(dir, e))?;
     let p = dir.join(format!("{name}.lock"));
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&p)
-        .map_err(|e| HubError::io(&p, e))?;
-    match f.try_lock() {
-        Ok(()) => return Ok(f),
-        Err(std::fs::TryLockError::WouldBlock) => {
-            note(&format!(
-                "waiting for another brevis-hub working in {}",
-                p.display()
-            ));
+    let mut told = false;
+    loop {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&p)
+            .map_err(|e| HubError::io(&p, e))?;
+        let f = match f.try_lock() {
+            Ok(()) => f,
+            Err(std::fs::TryLockError::WouldBlock) => {
+                if !told {
+                    note(&format!(
+                        "waiting for another brevis-hub working in {}",
+                        p.display()
+                    ));
+                    told = true;
+                }
+                let p2 = p.clone();
+                blocking(move || {
+                    f.lock().map_err(|e| HubError::io(&p2, e))?;
+                    Ok(f)
+                })
+                .await?
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(HubError::io(&p, e)),
+        };
+        // The run we waited for removed the file it held: this lock is on a
+        // file no one else will ever open. Take the lock on the path again.
+        if names_same_file(&f, &p)? {
+            return Ok(WorkLock { file: f, path: p });
         }
-        Err(std::fs::TryLockError::Error(e)) => return Err(HubError::io(&p, e)),
     }
-    blocking(move || {
-        f.lock().map_err(|e| HubError::io(&p, e))?;
-        Ok(f)
-    })
-    .await
 }
 
 fn is_safetensors(p: &str) -> bool {
@@ -273,6 +328,25 @@ fn check_plan(repo: &str, files: &[RepoFile], names: &[(String, Encoding)]) -> R
     Ok(())
 }
 
+/// The error for `--include` / `--exclude` filters that leave no file of
+/// `repo`, naming the patterns.
+fn nothing_selected(repo: &str, include: &[String], exclude: &[String]) -> HubError {
+    let list = |flag: &str, globs: &[String]| {
+        globs
+            .iter()
+            .map(|g| format!("{flag} {g:?}"))
+            .collect::<Vec<_>>()
+    };
+    let mut filters = list("--include", include);
+    filters.extend(list("--exclude", exclude));
+    let reason = if filters.is_empty() {
+        "no file selected".to_string()
+    } else {
+        format!("no file matches {}", filters.join(" "))
+    };
+    HubError::invalid("selection", repo, reason)
+}
+
 async fn fetch_manifest(
     client: &HubClient,
     repo: &str,
@@ -333,11 +407,7 @@ pub async fn mirror(
     let mut files = src.list_files(&opts.src, &commit).await?;
     files.retain(|f| selected(&f.path, &opts.include, &opts.exclude));
     if files.is_empty() {
-        return Err(HubError::invalid(
-            "selection",
-            &opts.src,
-            "no files selected",
-        ));
+        return Err(nothing_selected(&opts.src, &opts.include, &opts.exclude));
     }
     let name = opts.src.split('/').nth(1).unwrap_or("model");
     let dest = match &opts.dest {
@@ -425,6 +495,29 @@ pub async fn mirror(
                 ),
             ));
         }
+    }
+    // A mirror of another source (or of another branch of it) is someone
+    // else's mirror: replacing it takes --force too. The same source and
+    // branch at a newer commit is an update, not a replacement.
+    if let Some(m) = &existing_manifest
+        && !opts.force
+        && (m.source.repo != opts.src || m.source.revision != opts.revision)
+    {
+        let _ = std::fs::remove_dir_all(&work);
+        return Err(HubError::invalid(
+            "destination",
+            &dest,
+            format!(
+                "is a Brevis mirror of {} (revision {}, commit {}), not of {} (revision {}); \
+                 mirroring into it would replace that mirror. Pass --force to replace it, or \
+                 choose another --to",
+                m.source.repo,
+                m.source.revision,
+                &m.source.commit[..12],
+                opts.src,
+                opts.revision
+            ),
+        ));
     }
     if let Some(di) = &existing
         && let Some(m) = existing_manifest
@@ -918,6 +1011,12 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
         .iter()
         .filter(|f| selected(&f.path, &opts.include, &opts.exclude))
         .collect();
+    // Filters that match nothing are a mistake: restoring nothing and still
+    // writing the ref would look like a successful pull.
+    if chosen.is_empty() {
+        let _ = std::fs::remove_dir_all(&work);
+        return Err(nothing_selected(&opts.repo, &opts.include, &opts.exclude));
+    }
     let cache = RepoCache::new(&opts.cache_dir, &m.source.repo)?;
     let final_path = |f: &FileEntry| -> Result<PathBuf> {
         match &opts.local_dir {
@@ -1370,4 +1469,38 @@ pub async fn verify_mirror(
     rep.ok = rep.files.iter().all(|e| e.status == "ok");
     let _ = std::fs::remove_dir_all(&work);
     Ok(rep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn work_locks_are_removed_and_a_waiter_takes_a_live_one() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().to_path_buf();
+        let p = dir.join("w.lock");
+        let first = lock_work(&dir, "w", &quiet_notes()).await.unwrap();
+        assert!(p.is_file());
+        // A second run opens the same file and waits for it.
+        let d2 = dir.clone();
+        let waiter = tokio::spawn(async move { lock_work(&d2, "w", &quiet_notes()).await });
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(!waiter.is_finished());
+        // The first removes the file as it lets go: the waiter's lock is on
+        // a file the path names again (it took it anew), never on the
+        // removed one, so a third run cannot hold the lock at the same time.
+        drop(first);
+        let second = waiter.await.unwrap().unwrap();
+        assert!(names_same_file(&second.file, &p).unwrap());
+        let third = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        assert!(matches!(
+            third.try_lock(),
+            Err(std::fs::TryLockError::WouldBlock)
+        ));
+        drop(third);
+        drop(second);
+        assert!(!p.exists());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    }
 }

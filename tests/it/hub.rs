@@ -864,6 +864,16 @@ async fn mirror_sends_each_token_only_to_its_endpoint() {
         !err.contains("hf_source") && !err.contains("hf_dest"),
         "{err}"
     );
+    // The refusal points at the destination's token, not at HF_TOKEN.
+    assert!(
+        err.contains("refused the token") && err.contains("check --to-token / BREVIS_TO_TOKEN"),
+        "{err}"
+    );
+    // A wrong --to-token: the same hint.
+    let out = run(&["--token", "hf_source", "--to-token", "hf_wrong"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("check --to-token / BREVIS_TO_TOKEN"), "{err}");
     // Each its own token: both servers accept.
     let out = run(&["--token", "hf_source", "--to-token", "hf_dest"]);
     assert_eq!(
@@ -1136,7 +1146,7 @@ async fn remote_verify_reports_a_tampered_store_object() {
         assert_eq!(text.lines().count(), 1, "{text}");
         assert!(text.starts_with("mismatch"), "{text}");
     }
-    // A stored file that cannot be fetched at all (the server answers 5xx
+    // A stored file that cannot be fetched at all (the server answers 500
     // for it): still a row per file, that one `error` (the CLI then exits 2).
     std::fs::remove_file(&obj).unwrap();
     let v = brevis_hub::verify_mirror(
@@ -1493,5 +1503,282 @@ async fn mirror_and_pull_a_branch() {
         std::fs::read(repo_dir.join("snapshots").join(&dev).join("extra.txt")).unwrap(),
         b"only on dev\n"
     );
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_does_not_replace_the_mirror_of_another_source_or_branch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let victim = tmp.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    write_safetensors(&victim.join("model.safetensors"), 2000, 7);
+    let srv = serve(
+        &tmp.path().join("store"),
+        &[("org/model", &seed_dir()), ("org/victim", &victim)],
+        |o| o,
+    )
+    .await;
+    let c = client(&srv.url(), None);
+    brevis_hub::mirror(
+        &c,
+        &c,
+        &MirrorOptions::new("org/model", tmp.path().join("w")),
+    )
+    .await
+    .unwrap();
+    let manifest_source = |c: HubClient| async move {
+        let p = tempfile::NamedTempFile::new().unwrap();
+        c.download_file(
+            "org/model-brevis",
+            "main",
+            "brevis.manifest.json",
+            p.path(),
+            &Expect::default(),
+            &brevis_core::NoProgress,
+        )
+        .await
+        .unwrap();
+        let m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(p.path()).unwrap()).unwrap();
+        (
+            m["source"]["repo"].as_str().unwrap().to_string(),
+            m["source"]["revision"].as_str().unwrap().to_string(),
+        )
+    };
+    let before = c.repo_info("org/model-brevis", "main").await.unwrap().sha;
+
+    // Another source repo: refused, naming both; the mirror is untouched.
+    let other = MirrorOptions::new("org/victim", tmp.path().join("w")).dest("org/model-brevis");
+    let e = brevis_hub::mirror(&c, &c, &other).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("org/model ") && msg.contains("org/victim") && msg.contains("--force"),
+        "{msg}"
+    );
+    // Another branch of the same source: refused, naming both branches.
+    assert_eq!(
+        raw_post(&srv.url(), "/api/models/org/model/branch/dev", "{}").await,
+        200
+    );
+    let dev = MirrorOptions::new("org/model", tmp.path().join("w"))
+        .revision("dev")
+        .dest("org/model-brevis");
+    let e = brevis_hub::mirror(&c, &c, &dev).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("revision main") && msg.contains("revision dev"),
+        "{msg}"
+    );
+    assert_eq!(
+        c.repo_info("org/model-brevis", "main").await.unwrap().sha,
+        before
+    );
+    assert_eq!(
+        manifest_source(c.clone()).await,
+        ("org/model".to_string(), "main".to_string())
+    );
+
+    // The same source and branch at a newer commit updates it without --force.
+    let p = tmp.path().join("extra.txt");
+    std::fs::write(&p, b"newer\n").unwrap();
+    c.upload_files(
+        "org/model",
+        "main",
+        "newer",
+        &[brevis_hub::UploadFile {
+            path_in_repo: "extra.txt".into(),
+            local: p.clone(),
+            hashes: brevis_hub::hashing::hash_bytes(b"newer\n"),
+        }],
+        &[],
+        Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+    let same = MirrorOptions::new("org/model", tmp.path().join("w"));
+    let rep = brevis_hub::mirror(&c, &c, &same).await.unwrap();
+    assert!(!rep.up_to_date);
+    assert!(rep.files.iter().any(|f| f.path == "extra.txt"));
+
+    // --force replaces it.
+    let mut forced = other.clone();
+    forced.force = true;
+    brevis_hub::mirror(&c, &c, &forced).await.unwrap();
+    assert_eq!(
+        manifest_source(c.clone()).await,
+        ("org/victim".to_string(), "main".to_string())
+    );
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_filters_that_match_nothing_fail_and_write_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, _) = mirrored(tmp.path()).await;
+    let cache = tmp.path().join("hf/hub");
+    for include in ["nomatch*", ""] {
+        let mut opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+        opts.include = vec![include.to_string()];
+        let e = brevis_hub::pull(&c, &opts).await.unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("--include {include:?}")),
+            "{include:?}: {msg}"
+        );
+        assert!(!cache.exists(), "{:?}", files_under(&cache));
+    }
+    // Every file left out by --exclude: the same.
+    let mut opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+    opts.exclude = vec!["*".to_string()];
+    let msg = brevis_hub::pull(&c, &opts).await.unwrap_err().to_string();
+    assert!(msg.contains("--exclude \"*\""), "{msg}");
+    assert!(!cache.exists());
+    if let Some(bin) = cli_binary() {
+        let out = std::process::Command::new(bin)
+            .args(["pull", "org/model-brevis", "--include", "nomatch*"])
+            .args(["--endpoint", &srv.url(), "--cache-dir"])
+            .arg(&cache)
+            .env("HF_HOME", tmp.path().join("hfhome"))
+            .env_remove("HF_TOKEN")
+            .env_remove("HF_ENDPOINT")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("nomatch*"), "{err}");
+        assert!(!cache.exists());
+    }
+    srv.shutdown().await;
+}
+
+/// GET `path` with a raw HTTP/1.1 request: the status line and headers.
+async fn raw_get_head(url: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = url.trim_start_matches("http://");
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    text.split("\r\n\r\n").next().unwrap().to_ascii_lowercase()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_answers_500_for_a_store_object_missing_on_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, _, _) = mirrored(tmp.path()).await;
+    let url = srv.url();
+    let store = Store::open(&tmp.path().join("store")).unwrap();
+    // A small file of the source and an archive of the mirror.
+    let sha = sha_file(&seed_dir().join("config.json"));
+    std::fs::remove_file(store.object_path(&sha)).unwrap();
+    let tree = client(&url, None)
+        .list_files("org/model-brevis", "main")
+        .await
+        .unwrap();
+    let archive = tree
+        .iter()
+        .find(|f| f.path.ends_with(".safetensors.brv"))
+        .unwrap();
+    std::fs::remove_file(store.object_path(archive.lfs_sha256.as_deref().unwrap())).unwrap();
+    for (repo, path) in [
+        ("org/model", "config.json"),
+        ("org/model-brevis", archive.path.as_str()),
+    ] {
+        // No 200 with a length and then an empty body: a 500 up front,
+        // naming the missing object.
+        let head = raw_get_head(&url, &format!("/{repo}/resolve/main/{path}")).await;
+        assert!(head.starts_with("http/1.1 500"), "{path}: {head}");
+        assert!(head.contains("missing from the store"), "{path}: {head}");
+        // The client says why (not "error decoding response body").
+        let c = client(&url, None);
+        let e = c
+            .download_file(
+                repo,
+                "main",
+                path,
+                &tmp.path().join("dl.bin"),
+                &Expect::default(),
+                &brevis_core::NoProgress,
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, HubError::Http { status: 500, .. }),
+            "{path}: {e}"
+        );
+        assert!(e.to_string().contains("missing from the store"), "{e}");
+    }
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_verify_of_several_mirrors_names_the_mirror_on_each_row() {
+    let Some(bin) = cli_binary() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, _) = mirrored(tmp.path()).await;
+    let copy = MirrorOptions::new("org/model", tmp.path().join("work")).dest("org/copy-brevis");
+    brevis_hub::mirror(&c, &c, &copy).await.unwrap();
+    // Both mirrors store the archive as one object: damage it.
+    let tree = c.list_files("org/model-brevis", "main").await.unwrap();
+    let archive = tree
+        .iter()
+        .find(|f| f.path.ends_with(".safetensors.brv"))
+        .unwrap();
+    let obj = Store::open(&tmp.path().join("store"))
+        .unwrap()
+        .object_path(archive.lfs_sha256.as_deref().unwrap());
+    let mut b = std::fs::read(&obj).unwrap();
+    let mid = b.len() / 2;
+    b[mid] ^= 0x01;
+    std::fs::write(&obj, b).unwrap();
+    let out = std::process::Command::new(bin)
+        .args(["-q", "verify", "org/model-brevis", "org/copy-brevis"])
+        .args(["--endpoint", &srv.url()])
+        .env("HF_HOME", tmp.path().join("hfhome"))
+        .env_remove("HF_TOKEN")
+        .env_remove("HF_ENDPOINT")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = text.lines().collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(rows[0].starts_with("org/model-brevis: mismatch"), "{text}");
+    assert!(rows[1].starts_with("org/copy-brevis: mismatch"), "{text}");
+    assert!(rows.iter().all(|r| r.contains(&archive.path)), "{text}");
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_pull_and_verify_leave_no_lock_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, _) = mirrored(tmp.path()).await;
+    let cache = tmp.path().join("hf/hub");
+    let opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+    brevis_hub::pull(&c, &opts).await.unwrap();
+    // A second pull (all reused) and a verify.
+    brevis_hub::pull(&c, &opts).await.unwrap();
+    let v = brevis_hub::verify_mirror(
+        &c,
+        "org/model-brevis",
+        "main",
+        &tmp.path().join("vw"),
+        0,
+        Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+    assert!(v.ok);
+    for dir in ["work", "pw", "vw"] {
+        let left = files_under(&tmp.path().join(dir));
+        assert!(left.is_empty(), "{dir}: {left:?}");
+    }
     srv.shutdown().await;
 }

@@ -839,6 +839,38 @@ async fn resolve(
         );
     };
     let size = f.rec.size;
+    // The object must be there (and, stored as is, whole) before any header
+    // goes out: a 200 with a content-length and then no body sends clients
+    // into retries that end in "error decoding response body". A 500 names
+    // the object instead.
+    let obj = st.store.object_path(&f.object);
+    match std::fs::metadata(&obj) {
+        Ok(m) if m.is_file() && (f.decode || m.len() == size) => {}
+        Ok(m) if m.is_file() => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                None,
+                &format!(
+                    "{path} at {rev}: its stored object {} is {} bytes, the tree records {size}: \
+                     the store is damaged",
+                    f.object,
+                    m.len()
+                ),
+            );
+        }
+        // Not a 404: the file is in the tree (clients read a 404 as "no such
+        // file", and a missing manifest as "not a mirror").
+        _ => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                None,
+                &format!(
+                    "{path} at {rev}: its stored object {} is missing from the store",
+                    f.object
+                ),
+            );
+        }
+    }
     let range = match parse_range(h, size) {
         Ok(r) => r,
         Err(()) => {
@@ -897,7 +929,6 @@ async fn resolve(
         }
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(8);
-    let obj = st.store.object_path(&f.object);
     if f.decode {
         tokio::task::spawn_blocking(move || {
             let mut w = ChanWriter {
