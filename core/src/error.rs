@@ -106,6 +106,7 @@ impl DecodeError {
 }
 
 impl EncodeError {
+    #[cfg(feature = "search")]
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         EncodeError::Io {
             path: path.into(),

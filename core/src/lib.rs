@@ -36,9 +36,11 @@ pub mod progress;
 pub mod search;
 
 pub use container::{
-    ArchiveInfo, CompressOptions, CompressReport, DecompressOptions, DecompressReport, compress,
-    compress_file, decompress, decompress_file, decompress_to, ratio, read_info,
+    ArchiveInfo, CompressOptions, CompressReport, DecompressOptions, DecompressReport, decompress,
+    decompress_file, decompress_to, ratio, read_info,
 };
+#[cfg(feature = "search")]
+pub use container::{compress, compress_file};
 pub use dtype::Dtype;
 pub use error::{DecodeError, EncodeError};
 pub use progress::{NoProgress, ProgressSink};

@@ -21,7 +21,9 @@ pub use read::{Archive, decompress, decompress_file, decompress_to, read_info};
 pub use write::{compress, compress_file};
 
 use crate::dtype::Dtype;
-use crate::entropy::{ByteReader, put_varint};
+use crate::entropy::ByteReader;
+#[cfg(feature = "search")]
+use crate::entropy::put_varint;
 use crate::error::DecodeError;
 use crate::progress::{NoProgress, ProgressSink};
 
@@ -275,6 +277,7 @@ pub(crate) struct Preamble {
 }
 
 impl Preamble {
+    #[cfg(feature = "search")]
     pub fn write(&self) -> [u8; PREAMBLE_LEN as usize] {
         let mut b = [0u8; PREAMBLE_LEN as usize];
         b[0..4].copy_from_slice(&MAGIC);
@@ -330,6 +333,7 @@ impl Preamble {
 
 /// The stored table: `u8 encoding` (0 raw, 1 zstd), `varint raw_len`, then
 /// the table bytes, raw or as one zstd frame (tensor names repeat a lot).
+#[cfg(feature = "search")]
 pub(crate) fn pack_table(raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(raw.len() / 2 + 16);
     match crate::entropy::zstd_compress(raw, write::HEADER_ZSTD_LEVEL) {
@@ -373,6 +377,7 @@ pub(crate) fn unpack_table(stored: &[u8]) -> Result<Vec<u8>, DecodeError> {
 }
 
 /// Serialize the segment table.
+#[cfg(feature = "search")]
 pub(crate) fn write_table(segments: &[Segment]) -> Vec<u8> {
     let mut out = Vec::new();
     put_varint(&mut out, segments.len() as u64);
@@ -554,6 +559,7 @@ pub(crate) fn xxh3(bytes: &[u8]) -> u64 {
 }
 
 /// Words to their little-endian bytes (`width` in 8, 16, 32, 64).
+#[cfg(feature = "search")]
 pub(crate) fn words_to_bytes(words: &[u64], width: u8, out: &mut Vec<u8>) {
     let bpw = width as usize / 8;
     out.reserve(words.len() * bpw);
@@ -607,6 +613,7 @@ impl Workers {
 
     /// A rayon scope whose body runs on the calling thread while its
     /// spawned jobs run on the workers.
+    #[cfg(feature = "search")]
     pub fn in_place_scope<'scope, R>(&self, op: impl FnOnce(&rayon::Scope<'scope>) -> R) -> R {
         match self {
             Workers::Global => rayon::in_place_scope(op),
