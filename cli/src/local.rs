@@ -579,22 +579,47 @@ fn check_archive(
     )
 }
 
-pub fn compress(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
-    let found = collect(&a.paths, Want::Sources)?;
+/// The inputs under `paths` (what was skipped noted) and where each output
+/// goes, checked before anything is written ([`check_outputs`]).
+fn inputs_and_outputs(
+    paths: &[PathBuf],
+    want: Want,
+    output: Option<&Path>,
+    force: bool,
+    ui: &Ui,
+    name: impl Fn(&Path) -> Result<OsString>,
+) -> Result<(Vec<Input>, Plan)> {
+    let found = collect(paths, want)?;
     if found.files.is_empty() {
-        bail!("no files to compress: {}", found.skipped.join("; "));
+        let what = match want {
+            Want::Sources => "files to compress",
+            Want::Archives => "archives to decompress",
+        };
+        bail!("no {what}: {}", found.skipped.join("; "));
     }
     for s in &found.skipped {
         ui.note(format!("skipped: {s}"));
     }
-    let inputs = &found.files;
-    let plan = plan(inputs, a.output.as_deref(), found.any_folder, |p| {
-        let mut n = file_name(p)?;
-        n.push(".brv");
-        Ok(n)
-    })?;
+    let plan = plan(&found.files, output, found.any_folder, name)?;
+    check_outputs(&found.files, &plan.outs, force)?;
+    Ok((found.files, plan))
+}
+
+pub fn compress(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
+    let (inputs, plan) = inputs_and_outputs(
+        &a.paths,
+        Want::Sources,
+        a.output.as_deref(),
+        a.force,
+        ui,
+        |p| {
+            let mut n = file_name(p)?;
+            n.push(".brv");
+            Ok(n)
+        },
+    )?;
+    let inputs = &inputs;
     let outs = &plan.outs;
-    check_outputs(inputs, outs, a.force)?;
     let shards: Vec<&Path> = inputs
         .iter()
         .map(|i| i.path.as_path())
@@ -688,16 +713,15 @@ fn restored_name(p: &Path) -> Result<OsString> {
 }
 
 pub fn decompress(a: DecompressArgs, ui: &Ui) -> Result<Outcome> {
-    let found = collect(&a.archives, Want::Archives)?;
-    if found.files.is_empty() {
-        bail!("no archives to decompress: {}", found.skipped.join("; "));
-    }
-    for s in &found.skipped {
-        ui.note(format!("skipped: {s}"));
-    }
-    let inputs = &found.files;
-    let plan = plan(inputs, a.output.as_deref(), found.any_folder, restored_name)?;
-    check_outputs(inputs, &plan.outs, a.force)?;
+    let (inputs, plan) = inputs_and_outputs(
+        &a.archives,
+        Want::Archives,
+        a.output.as_deref(),
+        a.force,
+        ui,
+        restored_name,
+    )?;
+    let inputs = &inputs;
     make_parents(&plan)?;
     let sink = Arc::new(ui.sink());
     for (src, dst) in inputs.iter().map(|i| &i.path).zip(&plan.outs) {

@@ -197,16 +197,9 @@ async fn mirror_pull_verify_real_model() {
     assert_eq!(files_under(&tmp.path().join("plain")), want);
 
     // Remote verify passes.
-    let v = brevis_hub::verify_mirror(
-        &dst,
-        "org/model-brevis",
-        "main",
-        &tmp.path().join("vwork"),
-        0,
-        Arc::new(brevis_core::NoProgress),
-    )
-    .await
-    .unwrap();
+    let v = verify_main(&dst, "org/model-brevis", &tmp.path().join("vwork"))
+        .await
+        .unwrap();
     assert!(v.ok, "{v:?}");
 
     // The destination serves the source repo decoded on the fly.
@@ -607,11 +600,44 @@ async fn mirrored(tmp: &Path) -> (server::RunningServer, HubClient, String) {
     (srv, c, commit)
 }
 
+/// Verify mirror `repo` at `main` (work folder `work`, all threads).
+async fn verify_main(
+    c: &HubClient,
+    repo: &str,
+    work: &Path,
+) -> brevis_hub::Result<brevis_hub::VerifyReport> {
+    brevis_hub::verify_mirror(c, repo, "main", work, 0, Arc::new(brevis_core::NoProgress)).await
+}
+
+/// `org/model-brevis`'s archive (its path in the repo) and the store
+/// object under `store` that holds its bytes.
+async fn mirror_archive_object(c: &HubClient, store: &Path) -> (String, PathBuf) {
+    let tree = c.list_files("org/model-brevis", "main").await.unwrap();
+    let archive = tree
+        .iter()
+        .find(|f| f.path.ends_with(".safetensors.brv"))
+        .unwrap();
+    let obj = Store::open(store)
+        .unwrap()
+        .object_path(archive.lfs_sha256.as_deref().unwrap());
+    (archive.path.clone(), obj)
+}
+
 /// Replace `org/model-brevis`'s manifest with `edit` applied to it.
 async fn tamper_manifest(c: &HubClient, tmp: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    edit_manifest(c, "org/model-brevis", tmp, edit).await
+}
+
+/// Replace mirror `repo`'s manifest with `edit` applied to it.
+async fn edit_manifest(
+    c: &HubClient,
+    repo: &str,
+    tmp: &Path,
+    edit: impl FnOnce(&mut serde_json::Value),
+) {
     let p = tmp.join("tampered-manifest.json");
     c.download_file(
-        "org/model-brevis",
+        repo,
         "main",
         "brevis.manifest.json",
         &p,
@@ -625,7 +651,7 @@ async fn tamper_manifest(c: &HubClient, tmp: &Path, edit: impl FnOnce(&mut serde
     let bytes = serde_json::to_vec_pretty(&m).unwrap();
     std::fs::write(&p, &bytes).unwrap();
     c.upload_files(
-        "org/model-brevis",
+        repo,
         "main",
         "tamper",
         &[brevis_hub::UploadFile {
@@ -750,16 +776,9 @@ async fn pull_and_verify_name_what_differs() {
         e["sha256"] = "ab".repeat(32).into();
     })
     .await;
-    let v = brevis_hub::verify_mirror(
-        &c,
-        "org/model-brevis",
-        "main",
-        &tmp.path().join("vw"),
-        0,
-        Arc::new(brevis_core::NoProgress),
-    )
-    .await
-    .unwrap();
+    let v = verify_main(&c, "org/model-brevis", &tmp.path().join("vw"))
+        .await
+        .unwrap();
     assert!(!v.ok);
     let row = v.files.iter().find(|f| f.path == "config.json").unwrap();
     assert_eq!(row.status, "mismatch");
@@ -989,16 +1008,9 @@ async fn a_corrupt_archive_in_the_work_folder_is_rebuilt() {
     let again = opts.clone().dest("org/model-again");
     let rep = brevis_hub::mirror(&c, &c, &again).await.unwrap();
     assert!(!rep.up_to_date);
-    let v = brevis_hub::verify_mirror(
-        &c,
-        "org/model-again",
-        "main",
-        &tmp.path().join("vw"),
-        0,
-        Arc::new(brevis_core::NoProgress),
-    )
-    .await
-    .unwrap();
+    let v = verify_main(&c, "org/model-again", &tmp.path().join("vw"))
+        .await
+        .unwrap();
     assert!(v.ok, "{v:?}");
     srv.shutdown().await;
 }
@@ -1069,33 +1081,19 @@ async fn a_server_that_never_answers_is_given_up_on() {
 async fn remote_verify_reports_a_tampered_store_object() {
     let tmp = tempfile::tempdir().unwrap();
     let (srv, c, _) = mirrored(tmp.path()).await;
-    let tree = c.list_files("org/model-brevis", "main").await.unwrap();
-    let archive = tree
-        .iter()
-        .find(|f| f.path.ends_with(".safetensors.brv"))
-        .unwrap();
-    let obj = Store::open(&tmp.path().join("store"))
-        .unwrap()
-        .object_path(archive.lfs_sha256.as_deref().unwrap());
+    let (archive, obj) = mirror_archive_object(&c, &tmp.path().join("store")).await;
     let mut b = std::fs::read(&obj).unwrap();
     let mid = b.len() / 2;
     b[mid] ^= 0x01;
     std::fs::write(&obj, b).unwrap();
-    let v = brevis_hub::verify_mirror(
-        &c,
-        "org/model-brevis",
-        "main",
-        &tmp.path().join("vw"),
-        0,
-        Arc::new(brevis_core::NoProgress),
-    )
-    .await
-    .unwrap();
+    let v = verify_main(&c, "org/model-brevis", &tmp.path().join("vw"))
+        .await
+        .unwrap();
     assert!(!v.ok);
     let bad: Vec<_> = v.files.iter().filter(|f| f.status != "ok").collect();
     assert_eq!(bad.len(), 1, "{v:?}");
     assert_eq!(bad[0].status, "mismatch");
-    assert_eq!(bad[0].archive, archive.path);
+    assert_eq!(bad[0].archive, archive);
     assert!(v.files.len() > 1);
 
     // The CLI: exit 1, a row per file in --json, several repo ids at once,
@@ -1149,20 +1147,13 @@ async fn remote_verify_reports_a_tampered_store_object() {
     // A stored file that cannot be fetched at all (the server answers 500
     // for it): still a row per file, that one `error` (the CLI then exits 2).
     std::fs::remove_file(&obj).unwrap();
-    let v = brevis_hub::verify_mirror(
-        &c,
-        "org/model-brevis",
-        "main",
-        &tmp.path().join("vw"),
-        0,
-        Arc::new(brevis_core::NoProgress),
-    )
-    .await
-    .unwrap();
+    let v = verify_main(&c, "org/model-brevis", &tmp.path().join("vw"))
+        .await
+        .unwrap();
     assert!(!v.ok);
     let errs: Vec<_> = v.files.iter().filter(|f| f.status == "error").collect();
     assert_eq!(errs.len(), 1, "{v:?}");
-    assert_eq!(errs[0].archive, archive.path);
+    assert_eq!(errs[0].archive, archive);
     assert!(v.files.iter().filter(|f| f.status == "ok").count() == v.files.len() - 1);
     srv.shutdown().await;
 }
@@ -1239,36 +1230,11 @@ async fn a_cached_snapshot_is_not_rewritten_with_other_bytes() {
     brevis_hub::mirror(&c, &c, &mo).await.unwrap();
     // Rewrite its manifest to claim org/model at the cached commit (all
     // hashes stay those of its own bytes).
-    let p = tmp.path().join("m.json");
-    c.download_file(
-        "org/evil-brevis",
-        "main",
-        "brevis.manifest.json",
-        &p,
-        &Expect::default(),
-        &brevis_core::NoProgress,
-    )
-    .await
-    .unwrap();
-    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
-    m["source"]["repo"] = "org/model".into();
-    m["source"]["commit"] = commit.clone().into();
-    let bytes = serde_json::to_vec_pretty(&m).unwrap();
-    std::fs::write(&p, &bytes).unwrap();
-    c.upload_files(
-        "org/evil-brevis",
-        "main",
-        "claim",
-        &[brevis_hub::UploadFile {
-            path_in_repo: "brevis.manifest.json".into(),
-            local: p.clone(),
-            hashes: brevis_hub::hashing::hash_bytes(&bytes),
-        }],
-        &[],
-        Arc::new(brevis_core::NoProgress),
-    )
-    .await
-    .unwrap();
+    edit_manifest(&c, "org/evil-brevis", tmp.path(), |m| {
+        m["source"]["repo"] = "org/model".into();
+        m["source"]["commit"] = commit.clone().into();
+    })
+    .await;
     let e = brevis_hub::pull(
         &c,
         &PullOptions::new("org/evil-brevis", &cache, tmp.path().join("pw")),
@@ -1673,18 +1639,12 @@ async fn serve_answers_500_for_a_store_object_missing_on_disk() {
     // A small file of the source and an archive of the mirror.
     let sha = sha_file(&seed_dir().join("config.json"));
     std::fs::remove_file(store.object_path(&sha)).unwrap();
-    let tree = client(&url, None)
-        .list_files("org/model-brevis", "main")
-        .await
-        .unwrap();
-    let archive = tree
-        .iter()
-        .find(|f| f.path.ends_with(".safetensors.brv"))
-        .unwrap();
-    std::fs::remove_file(store.object_path(archive.lfs_sha256.as_deref().unwrap())).unwrap();
+    let (archive, obj) =
+        mirror_archive_object(&client(&url, None), &tmp.path().join("store")).await;
+    std::fs::remove_file(obj).unwrap();
     for (repo, path) in [
         ("org/model", "config.json"),
-        ("org/model-brevis", archive.path.as_str()),
+        ("org/model-brevis", archive.as_str()),
     ] {
         // No 200 with a length and then an empty body: a 500 up front,
         // naming the missing object.
@@ -1721,14 +1681,7 @@ async fn quiet_verify_of_several_mirrors_names_the_mirror_on_each_row() {
     let copy = MirrorOptions::new("org/model", tmp.path().join("work")).dest("org/copy-brevis");
     brevis_hub::mirror(&c, &c, &copy).await.unwrap();
     // Both mirrors store the archive as one object: damage it.
-    let tree = c.list_files("org/model-brevis", "main").await.unwrap();
-    let archive = tree
-        .iter()
-        .find(|f| f.path.ends_with(".safetensors.brv"))
-        .unwrap();
-    let obj = Store::open(&tmp.path().join("store"))
-        .unwrap()
-        .object_path(archive.lfs_sha256.as_deref().unwrap());
+    let (archive, obj) = mirror_archive_object(&c, &tmp.path().join("store")).await;
     let mut b = std::fs::read(&obj).unwrap();
     let mid = b.len() / 2;
     b[mid] ^= 0x01;
@@ -1752,7 +1705,7 @@ async fn quiet_verify_of_several_mirrors_names_the_mirror_on_each_row() {
     assert_eq!(rows.len(), 2, "{text}");
     assert!(rows[0].starts_with("org/model-brevis: mismatch"), "{text}");
     assert!(rows[1].starts_with("org/copy-brevis: mismatch"), "{text}");
-    assert!(rows.iter().all(|r| r.contains(&archive.path)), "{text}");
+    assert!(rows.iter().all(|r| r.contains(&archive)), "{text}");
     srv.shutdown().await;
 }
 
@@ -1765,16 +1718,9 @@ async fn mirror_pull_and_verify_leave_no_lock_files() {
     brevis_hub::pull(&c, &opts).await.unwrap();
     // A second pull (all reused) and a verify.
     brevis_hub::pull(&c, &opts).await.unwrap();
-    let v = brevis_hub::verify_mirror(
-        &c,
-        "org/model-brevis",
-        "main",
-        &tmp.path().join("vw"),
-        0,
-        Arc::new(brevis_core::NoProgress),
-    )
-    .await
-    .unwrap();
+    let v = verify_main(&c, "org/model-brevis", &tmp.path().join("vw"))
+        .await
+        .unwrap();
     assert!(v.ok);
     for dir in ["work", "pw", "vw"] {
         let left = files_under(&tmp.path().join(dir));
