@@ -649,15 +649,28 @@ async fn edit_manifest(
     let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
     edit(&mut m);
     let bytes = serde_json::to_vec_pretty(&m).unwrap();
-    std::fs::write(&p, &bytes).unwrap();
+    commit_file(c, repo, "main", "brevis.manifest.json", &bytes, tmp).await;
+}
+
+/// Commit `bytes` as `path` on `branch` of `repo` (staged under `tmp`).
+async fn commit_file(
+    c: &HubClient,
+    repo: &str,
+    branch: &str,
+    path: &str,
+    bytes: &[u8],
+    tmp: &Path,
+) {
+    let p = tmp.join("committed-file");
+    std::fs::write(&p, bytes).unwrap();
     c.upload_files(
         repo,
-        "main",
-        "tamper",
+        branch,
+        &format!("{path} on {branch}"),
         &[brevis_hub::UploadFile {
-            path_in_repo: "brevis.manifest.json".into(),
-            local: p.clone(),
-            hashes: brevis_hub::hashing::hash_bytes(&bytes),
+            path_in_repo: path.into(),
+            local: p,
+            hashes: brevis_hub::hashing::hash_bytes(bytes),
         }],
         &[],
         Arc::new(brevis_core::NoProgress),
@@ -1428,22 +1441,15 @@ async fn mirror_and_pull_a_branch() {
     let main = c.repo_info("org/model", "main").await.unwrap().sha;
     assert_eq!(c.repo_info("org/model", "dev").await.unwrap().sha, main);
     // A commit on dev only.
-    let p = tmp.path().join("extra.txt");
-    std::fs::write(&p, b"only on dev\n").unwrap();
-    c.upload_files(
+    commit_file(
+        &c,
         "org/model",
         "dev",
-        "dev only",
-        &[brevis_hub::UploadFile {
-            path_in_repo: "extra.txt".into(),
-            local: p.clone(),
-            hashes: brevis_hub::hashing::hash_bytes(b"only on dev\n"),
-        }],
-        &[],
-        Arc::new(brevis_core::NoProgress),
+        "extra.txt",
+        b"only on dev\n",
+        tmp.path(),
     )
-    .await
-    .unwrap();
+    .await;
     let dev = c.repo_info("org/model", "dev").await.unwrap().sha;
     assert_ne!(dev, main);
     assert_eq!(c.repo_info("org/model", "main").await.unwrap().sha, main);
@@ -1545,22 +1551,7 @@ async fn mirror_does_not_replace_the_mirror_of_another_source_or_branch() {
     );
 
     // The same source and branch at a newer commit updates it without --force.
-    let p = tmp.path().join("extra.txt");
-    std::fs::write(&p, b"newer\n").unwrap();
-    c.upload_files(
-        "org/model",
-        "main",
-        "newer",
-        &[brevis_hub::UploadFile {
-            path_in_repo: "extra.txt".into(),
-            local: p.clone(),
-            hashes: brevis_hub::hashing::hash_bytes(b"newer\n"),
-        }],
-        &[],
-        Arc::new(brevis_core::NoProgress),
-    )
-    .await
-    .unwrap();
+    commit_file(&c, "org/model", "main", "extra.txt", b"newer\n", tmp.path()).await;
     let same = MirrorOptions::new("org/model", tmp.path().join("w"));
     let rep = brevis_hub::mirror(&c, &c, &same).await.unwrap();
     assert!(!rep.up_to_date);
