@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{HubError, Result};
-use crate::paths::{check_repo_id, check_repo_path, check_revision};
+use crate::paths::{check_repo_id, check_repo_path, check_revision, is_commit_id};
 
 /// The default cache folder: `HF_HUB_CACHE`, else `HF_HOME/hub`, else
 /// `~/.cache/huggingface/hub` (what `huggingface_hub` uses).
@@ -98,10 +98,11 @@ impl RepoCache {
         Ok(())
     }
 
-    /// Write `refs/<revision>` = `commit` (atomically).
+    /// Write `refs/<revision>` = `commit` (atomically). A revision that is
+    /// a commit id names no ref: nothing is written (as `huggingface_hub`).
     pub fn set_ref(&self, revision: &str, commit: &str) -> Result<()> {
         check_revision(revision)?;
-        if revision == commit {
+        if revision == commit || is_commit_id(revision) {
             return Ok(());
         }
         let p = self.root.join("refs").join(revision);
@@ -158,6 +159,9 @@ mod tests {
         let commit = "1".repeat(40);
         c.link(&commit, "sub/dir/f.bin", &etag).unwrap();
         c.set_ref("main", &commit).unwrap();
+        // A commit id names no ref.
+        c.set_ref(&"2".repeat(40), &commit).unwrap();
+        assert!(!c.root().join("refs").join("2".repeat(40)).exists());
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

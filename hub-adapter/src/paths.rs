@@ -52,6 +52,13 @@ pub fn check_revision(rev: &str) -> Result<()> {
     }
 }
 
+/// Whether a revision is a full commit id (40 hex digits) rather than a
+/// branch or tag name. `huggingface_hub` writes `refs/<revision>` only for
+/// names: a commit id names no ref.
+pub fn is_commit_id(rev: &str) -> bool {
+    crate::manifest::is_hex(rev, 40)
+}
+
 /// Check a file path inside a repo as given by a server or a user: relative,
 /// `/`-separated, no empty, `.` or `..` parts, no backslash, no NUL or
 /// control characters, no drive letters, and no `.git` component (in any

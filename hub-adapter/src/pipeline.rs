@@ -15,7 +15,9 @@ use crate::manifest::{
     Encoding, FileEntry, MANIFEST_NAME, MAX_MANIFEST_LEN, Manifest, PRIOR_NAME, SOURCE_PREFIX,
     Source,
 };
-use crate::paths::{check_globs, check_repo_id, check_repo_path, check_revision, selected};
+use crate::paths::{
+    check_globs, check_repo_id, check_repo_path, check_revision, is_commit_id, selected,
+};
 
 /// A callback for status lines (the CLI prints them on stderr).
 pub type Notes = Arc<dyn Fn(&str) + Send + Sync>;
@@ -1169,7 +1171,13 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
             clean_stale_temps(&cache.snapshot_path(&m.source.commit, &f.path)?);
             cache.link(&m.source.commit, &f.path, f.etag())?;
         }
-        cache.set_ref(&m.source.revision, &m.source.commit)?;
+        // Refs follow branches, as `huggingface_hub` writes them: a pull of
+        // the mirror at a commit id restores that commit only and moves no
+        // ref (an older mirror commit would send `refs/main` back to an
+        // older source commit).
+        if !is_commit_id(&opts.revision) {
+            cache.set_ref(&m.source.revision, &m.source.commit)?;
+        }
     }
     note(&format!(
         "restored {} file(s) of {}@{} into {}",

@@ -1478,6 +1478,52 @@ async fn mirror_and_pull_a_branch() {
     srv.shutdown().await;
 }
 
+/// A pull at a commit id moves no ref (as `huggingface_hub`): pulling an
+/// older mirror commit sent the cache's `refs/main` back to its source commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_at_an_older_mirror_commit_leaves_refs_main_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, old_src) = mirrored(tmp.path()).await;
+    let old_mirror = c.repo_info("org/model-brevis", "main").await.unwrap().sha;
+    // The source moves on and is mirrored again.
+    commit_file(&c, "org/model", "main", "extra.txt", b"newer\n", tmp.path()).await;
+    let rep = brevis_hub::mirror(
+        &c,
+        &c,
+        &MirrorOptions::new("org/model", tmp.path().join("work")),
+    )
+    .await
+    .unwrap();
+    let new_src = rep.source_commit;
+    assert_ne!(new_src, old_src);
+    let cache = tmp.path().join("hf/hub");
+    let refs = cache.join("models--org--model/refs");
+    let opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+    brevis_hub::pull(&c, &opts).await.unwrap();
+    assert_eq!(std::fs::read_to_string(refs.join("main")).unwrap(), new_src);
+    // The older mirror commit, by its id: its snapshot is restored, no ref moves.
+    let mut at_old = opts.clone();
+    at_old.revision = old_mirror.clone();
+    let pr = brevis_hub::pull(&c, &at_old).await.unwrap();
+    assert_eq!(pr.source_commit, old_src);
+    let snap = cache.join("models--org--model/snapshots").join(&old_src);
+    for f in files_under(&seed_dir()) {
+        assert_eq!(
+            sha_file(&snap.join(&f)),
+            sha_file(&seed_dir().join(&f)),
+            "{f}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(refs.join("main")).unwrap(), new_src);
+    assert_eq!(files_under(&refs), ["main"]);
+    // Into a fresh cache too: no ref at all.
+    let fresh = tmp.path().join("fresh/hub");
+    at_old.cache_dir = fresh.clone();
+    brevis_hub::pull(&c, &at_old).await.unwrap();
+    assert!(!fresh.join("models--org--model/refs").exists());
+    srv.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mirror_does_not_replace_the_mirror_of_another_source_or_branch() {
     let tmp = tempfile::tempdir().unwrap();

@@ -1083,8 +1083,9 @@ async fn create_branch(st: &State, access: Access, repo: &str, branch: &str, bod
     if check_repo_id(repo).is_err() || st.store.repo_private(repo).is_none() {
         return repo_not_found();
     }
-    let is_commit_id = branch.len() == 40 && branch.bytes().all(|b| b.is_ascii_hexdigit());
-    if crate::paths::check_revision(branch).is_err() || is_commit_id || branch.starts_with("refs/")
+    if crate::paths::check_revision(branch).is_err()
+        || crate::paths::is_commit_id(branch)
+        || branch.starts_with("refs/")
     {
         return error(
             StatusCode::BAD_REQUEST,
