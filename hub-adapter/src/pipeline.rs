@@ -1042,34 +1042,56 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
     };
 
     // A commit's files never change: a snapshot already in the cache that
-    // names another blob for a file means this mirror (or the cache) is
-    // wrong, and its bytes must not replace the cached ones.
+    // names another blob for a file, or holds it as a regular file (a copy,
+    // as `huggingface_hub` makes where there are no symlinks) with other
+    // bytes, means this mirror (or the cache) is wrong, and its bytes must
+    // not replace the cached ones. A regular file with the manifest's bytes
+    // is already in place: it is kept as it is.
+    let mut kept = std::collections::HashSet::new();
     if opts.local_dir.is_none() {
         for f in &chosen {
             let p = cache.snapshot_path(&m.source.commit, &f.path)?;
             let Ok(meta) = std::fs::symlink_metadata(&p) else {
                 continue;
             };
-            let cached = if meta.file_type().is_symlink() {
+            let clash = if meta.file_type().is_symlink() {
                 std::fs::read_link(&p)
                     .ok()
                     .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
-            } else {
+                    .filter(|blob| !blob.eq_ignore_ascii_case(f.etag()))
+                    .map(|blob| (format!("as blob {blob}"), format!("as blob {}", f.etag())))
+            } else if !meta.is_file() {
                 None
+            } else if meta.len() != f.size {
+                Some((
+                    format!("as a regular file of {} bytes", meta.len()),
+                    format!("with {} bytes", f.size),
+                ))
+            } else {
+                let p2 = p.clone();
+                let sha = blocking(move || hash_file(&p2)).await?.sha256_hex();
+                if sha.eq_ignore_ascii_case(&f.sha256) {
+                    kept.insert(f.path.as_str());
+                    None
+                } else {
+                    Some((
+                        format!("as a regular file with SHA-256 {sha}"),
+                        format!("with SHA-256 {}", f.sha256),
+                    ))
+                }
             };
-            if let Some(blob) = cached
-                && !blob.eq_ignore_ascii_case(f.etag())
-            {
+            if let Some((held, restored)) = clash {
+                let _ = std::fs::remove_dir_all(&work);
                 return Err(HubError::Manifest {
                     repo: opts.repo.clone(),
                     reason: format!(
-                        "the HF cache already holds {}@{} with {} as blob {blob}, but this mirror \
-                         restores it as {}; a commit's files never change, so one of them is wrong \
-                         (remove {} to replace the cached snapshot)",
+                        "the HF cache already holds {}@{} with {} {held} ({}), but this mirror \
+                         restores it {restored}; a commit's files never change, so one of them is \
+                         wrong (remove {} to replace the cached snapshot)",
                         m.source.repo,
                         m.source.commit,
                         f.path,
-                        f.etag(),
+                        p.display(),
                         cache
                             .root()
                             .join("snapshots")
@@ -1084,6 +1106,10 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
     // What is already in place (and verified)?
     let mut need = Vec::new();
     for f in &chosen {
+        if kept.contains(f.path.as_str()) {
+            report.reused += 1;
+            continue;
+        }
         let p = final_path(f)?;
         let ok = if std::fs::metadata(&p).is_ok_and(|x| x.is_file() && x.len() == f.size) {
             let p2 = p.clone();
@@ -1167,7 +1193,7 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
         blocking(move || restore(&stored, &dst, &f2, threads, progress, &repo)).await?;
     }
     if opts.local_dir.is_none() {
-        for f in &chosen {
+        for f in chosen.iter().filter(|f| !kept.contains(f.path.as_str())) {
             clean_stale_temps(&cache.snapshot_path(&m.source.commit, &f.path)?);
             cache.link(&m.source.commit, &f.path, f.etag())?;
         }

@@ -1259,6 +1259,77 @@ async fn a_cached_snapshot_is_not_rewritten_with_other_bytes() {
     srv.shutdown().await;
 }
 
+/// A regular file in a cached snapshot (a copy, where there are no
+/// symlinks) was silently replaced whatever its bytes: pull refuses one
+/// with other bytes, naming it, and keeps one with the same bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_regular_file_in_a_cached_snapshot_is_never_replaced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, commit) = mirrored(tmp.path()).await;
+    let cache = tmp.path().join("hf/hub");
+    let snap = cache.join("models--org--model/snapshots").join(&commit);
+    std::fs::create_dir_all(&snap).unwrap();
+    let opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+    let config = snap.join("config.json");
+    let good = std::fs::read(seed_dir().join("config.json")).unwrap();
+    // Other bytes: of another size, then of the same size.
+    let mut same_size = good.clone();
+    same_size[0] ^= 0x20;
+    for foreign in [b"{\"foreign\": true}\n".to_vec(), same_size] {
+        std::fs::write(&config, &foreign).unwrap();
+        let e = brevis_hub::pull(&c, &opts).await.unwrap_err().to_string();
+        assert!(e.contains("already holds"), "{e}");
+        assert!(e.contains(&config.display().to_string()), "{e}");
+        assert_eq!(std::fs::read(&config).unwrap(), foreign);
+        assert!(
+            !std::fs::symlink_metadata(&config)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+    }
+    if let Some(bin) = cli_binary() {
+        let out = std::process::Command::new(bin)
+            .args([
+                "pull",
+                "org/model-brevis",
+                "--endpoint",
+                &srv.url(),
+                "--cache-dir",
+            ])
+            .arg(&cache)
+            .env("HF_HOME", tmp.path().join("hfhome"))
+            .env_remove("HF_TOKEN")
+            .env_remove("HF_ENDPOINT")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&config.display().to_string()), "{err}");
+    }
+    // The same bytes: kept as they are (not replaced by a link), the rest linked.
+    std::fs::write(&config, &good).unwrap();
+    let before = std::fs::metadata(&config).unwrap();
+    let pr = brevis_hub::pull(&c, &opts).await.unwrap();
+    assert!(pr.reused >= 1);
+    let after = std::fs::symlink_metadata(&config).unwrap();
+    assert!(after.file_type().is_file());
+    assert_eq!(after.modified().unwrap(), before.modified().unwrap());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(after.ino(), before.ino());
+    }
+    for f in files_under(&seed_dir()) {
+        assert_eq!(
+            sha_file(&snap.join(&f)),
+            sha_file(&seed_dir().join(&f)),
+            "{f}"
+        );
+    }
+    srv.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_temp_files_of_dead_runs_are_removed() {
     if !Path::new("/proc/self").exists() {
