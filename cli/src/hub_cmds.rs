@@ -79,10 +79,30 @@ impl HubArgs {
     }
 }
 
+/// Where a Hub command keeps its downloads in flight (and `mirror` its
+/// archives).
+#[derive(Args, Debug)]
+pub struct WorkDirArg {
+    /// Work folder (default `$HF_HOME/brevis`): any writable folder, so the
+    /// HF home may be read-only.
+    #[arg(long, env = "BREVIS_WORK_DIR")]
+    pub work_dir: Option<PathBuf>,
+}
+
+impl WorkDirArg {
+    /// --work-dir, else BREVIS_WORK_DIR unless empty, else `$HF_HOME/brevis`.
+    pub fn path(&self) -> PathBuf {
+        self.work_dir
+            .clone()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or_else(|| brevis_hub::cache::hf_home().join("brevis"))
+    }
+}
+
 /// Download a Hub model repo, compress it, and upload a compressed mirror.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub mirror org/model                       # uploads org/model-brevis\n  brevis-hub mirror org/model --to me/model-small --revision main --private\n  brevis-hub mirror org/model --endpoint https://hub-a --token A --to-endpoint https://hub-b --to-token B\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub mirror org/model --dry-run"
+    after_help = "Examples:\n  brevis-hub mirror org/model                       # uploads org/model-brevis\n  brevis-hub mirror org/model --to me/model-small --revision main --private\n  brevis-hub mirror org/model --endpoint https://hub-a --token A --to-endpoint https://hub-b --to-token B\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub mirror org/model --dry-run\n  brevis-hub mirror org/model --work-dir /tmp/brevis-work --keep-work   # not under $HF_HOME"
 )]
 pub struct MirrorArgs {
     /// Source repo, `org/model`.
@@ -119,9 +139,8 @@ pub struct MirrorArgs {
     pub dry_run: bool,
     #[command(flatten)]
     pub files: FileFilter,
-    /// Work folder for downloads and archives (default `$HF_HOME/brevis`).
-    #[arg(long)]
-    pub work_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub work: WorkDirArg,
     /// Keep the work folder after success.
     #[arg(long)]
     pub keep_work: bool,
@@ -150,7 +169,7 @@ pub struct FileFilter {
 /// Download a mirror and restore the originals into the HF cache.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub pull org/model-brevis                  # into the HF cache as org/model\n  HF_HUB_OFFLINE=1 python -c \"from transformers import AutoModel; AutoModel.from_pretrained('org/model')\"\n  brevis-hub pull org/model-brevis --local-dir ./model"
+    after_help = "Examples:\n  brevis-hub pull org/model-brevis                  # into the HF cache as org/model\n  HF_HUB_OFFLINE=1 python -c \"from transformers import AutoModel; AutoModel.from_pretrained('org/model')\"\n  brevis-hub pull org/model-brevis --local-dir ./model\n  brevis-hub pull org/model-brevis --work-dir /tmp/brevis-work   # $HF_HOME may be read-only (with --cache-dir or --local-dir elsewhere)"
 )]
 pub struct PullArgs {
     /// Mirror repo, `owner/model-brevis`.
@@ -166,6 +185,8 @@ pub struct PullArgs {
     /// Write the originals into this plain folder instead of the cache.
     #[arg(long)]
     pub local_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub work: WorkDirArg,
     #[command(flatten)]
     pub files: FileFilter,
     /// Codec threads (0 = all cores).
@@ -213,10 +234,6 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-fn work_dir(given: Option<PathBuf>) -> PathBuf {
-    given.unwrap_or_else(|| brevis_hub::cache::hf_home().join("brevis"))
-}
-
 fn notes(ui: &Ui) -> brevis_hub::pipeline::Notes {
     let quiet = ui.quiet;
     Arc::new(move |m: &str| {
@@ -238,7 +255,7 @@ pub fn mirror(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
     let dst = a
         .hub
         .client_for(a.to_endpoint.as_deref(), a.to_token.as_deref(), ui)?;
-    let mut opts = MirrorOptions::new(a.src.clone(), work_dir(a.work_dir.clone()))
+    let mut opts = MirrorOptions::new(a.src.clone(), a.work.path())
         .revision(a.revision.clone())
         .progress(Arc::new(ui.sink()))
         .notes(notes(ui));
@@ -333,7 +350,7 @@ pub fn pull(a: PullArgs, ui: &Ui) -> Result<Outcome> {
         .cache_dir
         .clone()
         .unwrap_or_else(brevis_hub::cache::default_cache_dir);
-    let mut opts = PullOptions::new(a.repo.clone(), cache, work_dir(None));
+    let mut opts = PullOptions::new(a.repo.clone(), cache, a.work.path());
     opts.revision = a.revision.clone();
     opts.local_dir = a.local_dir.clone();
     opts.include = a.files.include.clone();
@@ -430,7 +447,8 @@ async fn wait_for_signal() {
 }
 
 /// Verify mirrors: local folders holding `brevis.manifest.json`, or remote
-/// mirror repo ids (at `revision`, on `hub`'s endpoint with its token).
+/// mirror repo ids (at `revision`, on `hub`'s endpoint with its token,
+/// downloading into `work`).
 /// Every target is checked and reported, in text or JSON, whatever happens
 /// to the others. Ok(Mismatch) when a file differs; an error (exit 2) when a
 /// target could not be checked at all.
@@ -438,6 +456,7 @@ pub fn verify_mirrors(
     targets: &[String],
     revision: &str,
     hub: &HubArgs,
+    work: &WorkDirArg,
     threads: usize,
     json: bool,
     ui: &Ui,
@@ -464,7 +483,7 @@ pub fn verify_mirrors(
                     c,
                     target,
                     revision,
-                    &work_dir(None),
+                    &work.path(),
                     threads,
                     Arc::new(ui.sink()),
                 ))

@@ -84,7 +84,7 @@ pub struct DecompressArgs {
 /// archive or of a newer format).
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub verify model.safetensors.brv --original model.safetensors\n  brevis-hub verify ./packed --json                 # every *.brv below ./packed\n  brevis-hub verify ./mirror-folder --json          # a folder holding brevis.manifest.json\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub verify owner/model-brevis\n  brevis-hub verify org/a-brevis org/b-brevis --endpoint http://127.0.0.1:8080 --revision main --json\n\nA file named on the command line is verified as an archive whatever its name.\nAn argument that is no local path is a Hub mirror repo id if it looks like one\n(owner/name), fetched from --endpoint (HF_ENDPOINT) with --token (HF_TOKEN).\nMirrors, local or remote, are verified together, not with archives."
+    after_help = "Examples:\n  brevis-hub verify model.safetensors.brv --original model.safetensors\n  brevis-hub verify ./packed --json                 # every *.brv below ./packed\n  brevis-hub verify ./mirror-folder --json          # a folder holding brevis.manifest.json\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub verify owner/model-brevis\n  brevis-hub verify org/a-brevis org/b-brevis --endpoint http://127.0.0.1:8080 --revision main --json\n  brevis-hub verify org/model-brevis --work-dir /tmp/brevis-work   # downloads there, not under $HF_HOME\n\nA file named on the command line is verified as an archive whatever its name.\nAn argument that is no local path is a Hub mirror repo id if it looks like one\n(owner/name), fetched from --endpoint (HF_ENDPOINT) with --token (HF_TOKEN).\nMirrors, local or remote, are verified together, not with archives."
 )]
 pub struct VerifyArgs {
     /// Archives, folders of archives, a mirror folder (holding
@@ -106,6 +106,9 @@ pub struct VerifyArgs {
     /// Where remote mirrors are (--endpoint / HF_ENDPOINT, --token / HF_TOKEN).
     #[command(flatten)]
     pub hub: crate::hub_cmds::HubArgs,
+    /// Where remote mirrors are downloaded to be checked.
+    #[command(flatten)]
+    pub work: crate::hub_cmds::WorkDirArg,
 }
 
 /// Show each tensor's program and what it saved.
@@ -865,6 +868,7 @@ pub fn verify(a: VerifyArgs, ui: &Ui) -> Result<Outcome> {
             &a.targets,
             &a.revision,
             &a.hub,
+            &a.work,
             a.threads,
             a.json,
             ui,

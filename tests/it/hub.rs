@@ -1817,6 +1817,78 @@ async fn quiet_verify_of_several_mirrors_names_the_mirror_on_each_row() {
     srv.shutdown().await;
 }
 
+/// pull and verify worked only in `$HF_HOME/brevis`: with --work-dir or
+/// BREVIS_WORK_DIR they (and mirror) leave HF_HOME alone, so it may be
+/// read-only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_and_verify_take_a_work_dir() {
+    let Some(bin) = cli_binary() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, _, commit) = mirrored(tmp.path()).await;
+    let cache = tmp.path().join("cache");
+    let run = |home: &Path, env_work: Option<&Path>, args: &[&str]| {
+        let mut cmd = std::process::Command::new(&bin);
+        cmd.args(args)
+            .args(["--endpoint", &srv.url()])
+            .env("HF_HOME", home)
+            .env_remove("HF_HUB_CACHE")
+            .env_remove("BREVIS_WORK_DIR")
+            .env_remove("HF_TOKEN")
+            .env_remove("HF_ENDPOINT");
+        if let Some(w) = env_work {
+            cmd.env("BREVIS_WORK_DIR", w);
+        }
+        cmd.output().unwrap()
+    };
+    let ok = |out: &std::process::Output, what: &str| {
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let home = tmp.path().join("hfhome");
+    let wd = tmp.path().join("wd");
+    let cache_arg = cache.to_str().unwrap();
+    let wd_arg = wd.to_str().unwrap();
+    let pull = ["pull", "org/model-brevis", "--cache-dir", cache_arg];
+    let out = run(&home, None, &[&pull[..], &["--work-dir", wd_arg]].concat());
+    ok(&out, "pull --work-dir");
+    let snap = cache.join("models--org--model/snapshots").join(&commit);
+    assert_eq!(
+        sha_file(&snap.join("config.json")),
+        sha_file(&seed_dir().join("config.json"))
+    );
+    let out = run(&home, Some(&wd), &["verify", "org/model-brevis"]);
+    ok(&out, "verify with BREVIS_WORK_DIR");
+    let out = run(&home, Some(&wd), &["mirror", "org/model"]);
+    ok(&out, "mirror with BREVIS_WORK_DIR");
+    assert!(wd.is_dir());
+    assert!(!home.exists(), "{:?}", files_under(&home));
+    // An HF_HOME where nothing can be created (a file, even for root): the
+    // default work folder fails with a clear error; a work folder elsewhere works.
+    let file_home = tmp.path().join("home-is-a-file");
+    std::fs::write(&file_home, b"").unwrap();
+    let out = run(&file_home, None, &pull);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("home-is-a-file"), "{err}");
+    ok(
+        &run(&file_home, Some(&wd), &pull),
+        "pull with BREVIS_WORK_DIR",
+    );
+    ok(
+        &run(
+            &file_home,
+            None,
+            &["verify", "org/model-brevis", "--work-dir", wd_arg],
+        ),
+        "verify --work-dir",
+    );
+    srv.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mirror_pull_and_verify_leave_no_lock_files() {
     let tmp = tempfile::tempdir().unwrap();
