@@ -10,6 +10,8 @@ B the mirror) and sets HF_ENDPOINT to A and HF_HUB_DISABLE_XET=1.
       and safetensors safe_open) in a fresh interpreter
   (d) hf_hub_download / snapshot_download of the source repo from B, which
       serves the mirror decoded on the fly
+  (e) list_repo_refs of the source on A, and of the mirror and the decoded
+      source on B: `main` at the commit model_info names, no tags
 
 Prints `N passed, N failed` last and exits non-zero on any failure.
 """
@@ -195,10 +197,31 @@ def main():
             raise AssertionError("snapshot_download of the decoded source differs")
         return f"{len(got)} files decoded on the fly match"
 
+    def e():
+        def branches(refs):
+            return sorted((r.name, r.ref, r.target_commit) for r in refs.branches)
+
+        out = []
+        for ep, rid in [(src_ep, repo), (dst_ep, mirror), (dst_ep, repo)]:
+            api_e = HfApi(endpoint=ep, token=os.environ.get("HF_TOKEN"))
+            sha = api_e.model_info(rid).sha
+            refs = api_e.list_repo_refs(rid)
+            want_main = ("main", "refs/heads/main", sha)
+            if want_main not in branches(refs):
+                raise AssertionError(f"{ep} {rid}: branches {branches(refs)} lack {want_main}")
+            if refs.tags or refs.converts or refs.pull_requests is not None:
+                raise AssertionError(f"{ep} {rid}: {refs}")
+            with_prs = api_e.list_repo_refs(rid, include_pull_requests=True)
+            if with_prs.pull_requests != [] or branches(with_prs) != branches(refs):
+                raise AssertionError(f"{ep} {rid} with pull requests: {with_prs}")
+            out.append(f"{rid} main={sha[:12]}")
+        return ", ".join(out)
+
     check("a: create_repo + upload_folder", a)
     check("b: snapshot_download round trip", b)
     check("c: brevis mirror -> pull -> offline load", c)
     check("d: source served decoded from the mirror", d)
+    check("e: list_repo_refs (source, mirror, decoded source)", e)
     passed = sum(1 for _, ok in RESULTS if ok)
     failed = len(RESULTS) - passed
     print(f"{passed} passed, {failed} failed")

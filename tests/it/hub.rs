@@ -1725,8 +1725,9 @@ async fn pull_filters_that_match_nothing_fail_and_write_nothing() {
     srv.shutdown().await;
 }
 
-/// GET `path` with a raw HTTP/1.1 request: the status line and headers.
-async fn raw_get_head(url: &str, path: &str) -> String {
+/// GET `path` with a raw HTTP/1.1 request: the status line and headers
+/// (lowercased), and the body.
+async fn raw_get(url: &str, path: &str) -> (String, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let host = url.trim_start_matches("http://");
     let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
@@ -1735,7 +1736,82 @@ async fn raw_get_head(url: &str, path: &str) -> String {
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out).await;
     let text = String::from_utf8_lossy(&out).into_owned();
-    text.split("\r\n\r\n").next().unwrap().to_ascii_lowercase()
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (head.to_ascii_lowercase(), body.to_string())
+}
+
+/// GET `path` with a raw HTTP/1.1 request: the status line and headers.
+async fn raw_get_head(url: &str, path: &str) -> String {
+    raw_get(url, path).await.0
+}
+
+/// GET `/api/models/{repo}/refs` (with `query`): the status code and the JSON.
+async fn get_refs(url: &str, repo: &str, query: &str) -> (u16, serde_json::Value) {
+    let (head, body) = raw_get(url, &format!("/api/models/{repo}/refs{query}")).await;
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, serde_json::from_str(&body).unwrap_or_default())
+}
+
+/// `serve` had no refs endpoint (`huggingface_hub`'s `list_repo_refs`):
+/// every branch with its commit, for stored repos and for a source served
+/// decoded from its mirror.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_lists_a_repos_refs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src_srv = serve(
+        &tmp.path().join("src"),
+        &[("org/model", &seed_dir())],
+        |o| o,
+    )
+    .await;
+    let dst_srv = serve(&tmp.path().join("dst"), &[], |o| o).await;
+    let (src_url, dst_url) = (src_srv.url(), dst_srv.url());
+    let (src, dst) = (client(&src_url, None), client(&dst_url, None));
+    // Branch names may hold '/'.
+    assert_eq!(
+        raw_post(&src_url, "/api/models/org/model/branch/dev", "{}").await,
+        200
+    );
+    assert_eq!(
+        raw_post(&src_url, "/api/models/org/model/branch/feat/x", "{}").await,
+        200
+    );
+    commit_file(&src, "org/model", "dev", "extra.txt", b"dev\n", tmp.path()).await;
+    let main = src.repo_info("org/model", "main").await.unwrap().sha;
+    let dev = src.repo_info("org/model", "dev").await.unwrap().sha;
+    let branch = |name: &str, oid: &str| serde_json::json!({"name": name, "ref": format!("refs/heads/{name}"), "targetCommit": oid});
+    let (status, refs) = get_refs(&src_url, "org/model", "").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        refs,
+        serde_json::json!({
+            "branches": [branch("dev", &dev), branch("feat/x", &main), branch("main", &main)],
+            "tags": [],
+            "converts": [],
+        })
+    );
+    let (_, with_prs) = get_refs(&src_url, "org/model", "?include_prs=1").await;
+    assert_eq!(with_prs["pullRequests"], serde_json::json!([]));
+    // The mirror of dev, and its source served decoded: main and dev, at
+    // the source commit.
+    let opts = MirrorOptions::new("org/model", tmp.path().join("work")).revision("dev");
+    let rep = brevis_hub::mirror(&src, &dst, &opts).await.unwrap();
+    let (_, mirror_refs) = get_refs(&dst_url, "org/model-brevis", "").await;
+    assert_eq!(
+        mirror_refs["branches"],
+        serde_json::json!([branch("main", &rep.dest_commit.unwrap())])
+    );
+    let (status, decoded) = get_refs(&dst_url, "org/model", "").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        decoded["branches"],
+        serde_json::json!([branch("dev", &dev), branch("main", &dev)])
+    );
+    assert_eq!(dst.repo_info("org/model", "dev").await.unwrap().sha, dev);
+    let (status, _) = get_refs(&dst_url, "org/nope", "").await;
+    assert_eq!(status, 404);
+    src_srv.shutdown().await;
+    dst_srv.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

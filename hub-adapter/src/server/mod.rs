@@ -29,7 +29,8 @@ use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _, AsyncWriteExt as _};
 
 use crate::error::{HubError, Result};
 use crate::manifest::{Encoding, MANIFEST_NAME, Manifest};
-use crate::paths::{check_repo_id, check_repo_path, decode, encode};
+use crate::paths::{check_repo_id, check_repo_path, decode, encode, is_commit_id};
+use store::Commit;
 pub use store::{FileRec, Store};
 
 /// Test hooks that make the server misbehave on purpose.
@@ -363,6 +364,9 @@ async fn handle(st: Arc<State>, method: Method, uri: Uri, headers: HeaderMap, bo
         {
             info(&st, access, &format!("{org}/{name}"), &rev.join("/"))
         }
+        ["api", "models", org, name, "refs"] if m == Method::GET => {
+            refs(&st, access, &format!("{org}/{name}"), &uri)
+        }
         ["api", "models", org, name, "tree", rev, path @ ..] if m == Method::GET => tree(
             &st,
             access,
@@ -549,53 +553,39 @@ struct View {
     files: BTreeMap<String, ViewFile>,
 }
 
-/// Find what to serve for `repo` at `rev`.
-fn view(st: &State, access: Access, repo: &str, rev: &str) -> std::result::Result<View, Resp> {
+/// Where `repo`'s files come from, once the caller may see it.
+enum Served {
+    /// Its own commits in the store.
+    Stored {
+        /// Private repo.
+        private: bool,
+    },
+    /// A mirror's archives, decoded on the fly: the mirror's `main` and its
+    /// manifest, whose source is `repo`.
+    Decoded {
+        private: bool,
+        mirror: Box<Commit>,
+        manifest: Box<Manifest>,
+    },
+}
+
+/// Find where `repo` is served from (404 when it is not, or the caller may
+/// not see it).
+fn served(st: &State, access: Access, repo: &str) -> std::result::Result<Served, Resp> {
     if check_repo_id(repo).is_err() {
         return Err(repo_not_found());
     }
-    let rev_missing = || {
-        error(
-            StatusCode::NOT_FOUND,
-            Some("RevisionNotFound"),
-            &format!("Invalid rev id: {rev}"),
-        )
-    };
+    let hidden =
+        |private: bool| private && access == Access::Anonymous && !st.opts.tokens.is_empty();
     if let Some(private) = st.store.repo_private(repo) {
-        if private && access == Access::Anonymous && !st.opts.tokens.is_empty() {
+        if hidden(private) {
             return Err(repo_not_found());
         }
-        let c = st
-            .store
-            .resolve(repo, rev)
-            .map_err(internal)?
-            .ok_or_else(rev_missing)?;
-        let files = c
-            .files
-            .into_iter()
-            .map(|(p, rec)| {
-                let object = rec.sha256.clone();
-                (
-                    p,
-                    ViewFile {
-                        rec,
-                        object,
-                        decode: false,
-                    },
-                )
-            })
-            .collect();
-        return Ok(View {
-            repo: repo.into(),
-            sha: c.oid,
-            private,
-            time: c.time,
-            files,
-        });
+        return Ok(Served::Stored { private });
     }
     let mirror = st.store.mirror_of(repo).ok_or_else(repo_not_found)?;
     let private = st.store.repo_private(&mirror).ok_or_else(repo_not_found)?;
-    if private && access == Access::Anonymous && !st.opts.tokens.is_empty() {
+    if hidden(private) {
         return Err(repo_not_found());
     }
     let c = st
@@ -606,10 +596,76 @@ fn view(st: &State, access: Access, repo: &str, rev: &str) -> std::result::Resul
     let mrec = c.files.get(MANIFEST_NAME).ok_or_else(repo_not_found)?;
     let text = std::fs::read(st.store.object_path(&mrec.sha256))
         .map_err(|e| internal(HubError::io(MANIFEST_NAME, e)))?;
-    let man = Manifest::from_json(&text, &mirror).map_err(internal)?;
-    if man.source.repo != repo {
+    let manifest = Manifest::from_json(&text, &mirror).map_err(internal)?;
+    if manifest.source.repo != repo {
         return Err(repo_not_found());
     }
+    Ok(Served::Decoded {
+        private,
+        mirror: Box::new(c),
+        manifest: Box::new(manifest),
+    })
+}
+
+/// The branches a decoded source repo answers to: `main` and the revision
+/// it was mirrored from (unless that is a commit id), all at its commit.
+fn decoded_branches(man: &Manifest) -> Vec<(String, String)> {
+    let mut names = vec!["main".to_string()];
+    if !is_commit_id(&man.source.revision) && man.source.revision != "main" {
+        names.push(man.source.revision.clone());
+    }
+    names.sort();
+    names
+        .into_iter()
+        .map(|n| (n, man.source.commit.clone()))
+        .collect()
+}
+
+/// Find what to serve for `repo` at `rev`.
+fn view(st: &State, access: Access, repo: &str, rev: &str) -> std::result::Result<View, Resp> {
+    let rev_missing = || {
+        error(
+            StatusCode::NOT_FOUND,
+            Some("RevisionNotFound"),
+            &format!("Invalid rev id: {rev}"),
+        )
+    };
+    let (private, c, man) = match served(st, access, repo)? {
+        Served::Stored { private } => {
+            let c = st
+                .store
+                .resolve(repo, rev)
+                .map_err(internal)?
+                .ok_or_else(rev_missing)?;
+            let files = c
+                .files
+                .into_iter()
+                .map(|(p, rec)| {
+                    let object = rec.sha256.clone();
+                    (
+                        p,
+                        ViewFile {
+                            rec,
+                            object,
+                            decode: false,
+                        },
+                    )
+                })
+                .collect();
+            return Ok(View {
+                repo: repo.into(),
+                sha: c.oid,
+                private,
+                time: c.time,
+                files,
+            });
+        }
+        Served::Decoded {
+            private,
+            mirror,
+            manifest,
+        } => (private, mirror, manifest),
+    };
     if rev != man.source.revision && rev != man.source.commit && rev != "main" {
         return Err(rev_missing());
     }
@@ -640,6 +696,29 @@ fn view(st: &State, access: Access, repo: &str, rev: &str) -> std::result::Resul
         time: c.time,
         files,
     })
+}
+
+/// `GET /api/models/{repo}/refs` (`huggingface_hub`'s `list_repo_refs`):
+/// the branches and the commits they point at; no tags or converts here,
+/// and `pullRequests` (none) when asked for with `include_prs`.
+fn refs(st: &State, access: Access, repo: &str, uri: &Uri) -> Resp {
+    let branches = match served(st, access, repo) {
+        Ok(Served::Stored { .. }) => match st.store.branches(repo) {
+            Ok(b) => b,
+            Err(e) => return internal(e),
+        },
+        Ok(Served::Decoded { manifest, .. }) => decoded_branches(&manifest),
+        Err(r) => return r,
+    };
+    let branches: Vec<Value> = branches
+        .into_iter()
+        .map(|(name, oid)| json!({"name": name, "ref": format!("refs/heads/{name}"), "targetCommit": oid}))
+        .collect();
+    let mut v = json!({"branches": branches, "tags": [], "converts": []});
+    if query_param(uri, "include_prs").is_some_and(|x| !matches!(x.as_str(), "" | "0" | "false")) {
+        v["pullRequests"] = json!([]);
+    }
+    json_resp(StatusCode::OK, &v)
 }
 
 fn iso_time(secs: u64) -> String {
@@ -1084,7 +1163,7 @@ async fn create_branch(st: &State, access: Access, repo: &str, branch: &str, bod
         return repo_not_found();
     }
     if crate::paths::check_revision(branch).is_err()
-        || crate::paths::is_commit_id(branch)
+        || is_commit_id(branch)
         || branch.starts_with("refs/")
     {
         return error(

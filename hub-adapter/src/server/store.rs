@@ -247,6 +247,38 @@ impl Store {
         }
     }
 
+    /// Every branch (`refs/heads/<name>`, names may hold `/`) and the
+    /// commit it points at, sorted by name.
+    pub fn branches(&self, repo: &str) -> Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        let mut todo = vec![(self.repo_dir(repo)?.join("refs/heads"), String::new())];
+        while let Some((dir, prefix)) = todo.pop() {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(e) => e,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(HubError::io(dir, e)),
+            };
+            for e in entries {
+                let e = io(&dir, e)?;
+                // Not UTF-8, or a temp file of a write in flight: no branch.
+                let Some(name) = e.file_name().to_str().map(String::from) else {
+                    continue;
+                };
+                if name.starts_with('.') {
+                    continue;
+                }
+                let full = format!("{prefix}{name}");
+                if io(&dir, e.file_type())?.is_dir() {
+                    todo.push((e.path(), format!("{full}/")));
+                } else if let Some(oid) = self.head(repo, &full)? {
+                    out.push((full, oid));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// Point a branch at a commit.
     pub fn set_head(&self, repo: &str, branch: &str, oid: &str) -> Result<()> {
         check_revision(branch)?;
