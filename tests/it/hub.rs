@@ -58,6 +58,11 @@ async fn serve(
         .unwrap()
 }
 
+/// A server over `root` holding `org/model`, the seed checkpoint.
+async fn serve_seed(root: &Path) -> server::RunningServer {
+    serve(root, &[("org/model", &seed_dir())], |o| o).await
+}
+
 /// A small safetensors file with one f32 tensor of `n` values.
 fn write_safetensors(path: &Path, n: usize, seed: u32) {
     let header = format!(
@@ -417,11 +422,10 @@ async fn wrong_token_is_refused() {
 
     // The CLI exits 2 with a clear message (when the binary is built).
     if let Some(bin) = cli_binary() {
-        let out = std::process::Command::new(bin)
+        let out = cli(&bin, &tmp.path().join("hfhome"))
             .args(["pull", "org/model", "--endpoint", &srv.url(), "--cache-dir"])
             .arg(tmp.path().join("cache"))
             .env("HF_TOKEN", "hf_wrong_secret")
-            .env("HF_HOME", tmp.path().join("hfhome"))
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2));
@@ -430,6 +434,23 @@ async fn wrong_token_is_refused() {
         assert!(!err.contains("hf_wrong_secret"), "{err}");
     }
     srv.shutdown().await;
+}
+
+/// The CLI `bin` with HF_HOME `home`, and no token, endpoint, HF cache or
+/// work folder taken from the environment of the test run.
+fn cli(bin: &Path, home: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.env("HF_HOME", home);
+    for var in [
+        "HF_TOKEN",
+        "HF_ENDPOINT",
+        "HF_HUB_CACHE",
+        "BREVIS_TO_TOKEN",
+        "BREVIS_WORK_DIR",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
 }
 
 /// `target/<profile>/brevis-hub` next to this test binary, if it was built.
@@ -496,10 +517,8 @@ async fn missing_repo_revision_and_file() {
         HubError::Invalid { .. }
     ));
     if let Some(bin) = cli_binary() {
-        let out = std::process::Command::new(bin)
+        let out = cli(&bin, &tmp.path().join("hfhome"))
             .args(["mirror", "org/nope", "--endpoint", &srv.url()])
-            .env("HF_HOME", tmp.path().join("hfhome"))
-            .env_remove("HF_TOKEN")
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2));
@@ -591,7 +610,7 @@ async fn hostile_paths_are_refused() {
 /// Mirror the seed checkpoint `org/model` -> `org/model-brevis` on one
 /// in-process server; returns the server, a client and the source commit.
 async fn mirrored(tmp: &Path) -> (server::RunningServer, HubClient, String) {
-    let srv = serve(&tmp.join("store"), &[("org/model", &seed_dir())], |o| o).await;
+    let srv = serve_seed(&tmp.join("store")).await;
     let c = client(&srv.url(), None);
     brevis_hub::mirror(&c, &c, &MirrorOptions::new("org/model", tmp.join("work")))
         .await
@@ -686,6 +705,17 @@ fn entry<'a>(m: &'a mut serde_json::Value, path: &str) -> &'a mut serde_json::Va
         .iter_mut()
         .find(|f| f["path"] == path)
         .unwrap()
+}
+
+/// Every file of the seed checkpoint is in `dir`, byte for byte.
+fn assert_holds_the_seed(dir: &Path) {
+    for f in files_under(&seed_dir()) {
+        assert_eq!(
+            sha_file(&dir.join(&f)),
+            sha_file(&seed_dir().join(&f)),
+            "{f}"
+        );
+    }
 }
 
 /// Names that only a temp or half-done file has.
@@ -876,14 +906,10 @@ async fn mirror_sends_each_token_only_to_its_endpoint() {
     .await;
     let b = serve(&tmp.path().join("b"), &[], |o| o.token("hf_dest")).await;
     let run = |extra: &[&str]| {
-        std::process::Command::new(&bin)
+        cli(&bin, &tmp.path().join("hfhome"))
             .args(["mirror", "org/model", "--to", "org/model-brevis"])
             .args(["--endpoint", &a.url(), "--to-endpoint", &b.url()])
             .args(extra)
-            .env("HF_HOME", tmp.path().join("hfhome"))
-            .env_remove("HF_TOKEN")
-            .env_remove("BREVIS_TO_TOKEN")
-            .env_remove("HF_ENDPOINT")
             .output()
             .unwrap()
     };
@@ -985,12 +1011,7 @@ async fn mirror_does_not_replace_a_repo_that_is_not_a_mirror() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_archive_in_the_work_folder_is_rebuilt() {
     let tmp = tempfile::tempdir().unwrap();
-    let srv = serve(
-        &tmp.path().join("store"),
-        &[("org/model", &seed_dir())],
-        |o| o,
-    )
-    .await;
+    let srv = serve_seed(&tmp.path().join("store")).await;
     let c = client(&srv.url(), None);
     let work = tmp.path().join("work");
     let mut opts = MirrorOptions::new("org/model", &work);
@@ -1047,13 +1068,7 @@ async fn concurrent_pulls_of_one_mirror_both_succeed() {
     r2.unwrap();
     r3.unwrap();
     let snap = cache.join("models--org--model/snapshots").join(&commit);
-    for f in files_under(&seed_dir()) {
-        assert_eq!(
-            sha_file(&snap.join(&f)),
-            sha_file(&seed_dir().join(&f)),
-            "{f}"
-        );
-    }
+    assert_holds_the_seed(&snap);
     assert!(temp_leftovers(&cache).is_empty());
     srv.shutdown().await;
 }
@@ -1113,11 +1128,8 @@ async fn remote_verify_reports_a_tampered_store_object() {
     // --endpoint and --revision accepted; -q prints only the bad rows.
     if let Some(bin) = cli_binary() {
         let run = |args: &[&str]| {
-            std::process::Command::new(&bin)
+            cli(&bin, &tmp.path().join("hfhome"))
                 .args(args)
-                .env("HF_HOME", tmp.path().join("hfhome"))
-                .env_remove("HF_TOKEN")
-                .env_remove("HF_ENDPOINT")
                 .output()
                 .unwrap()
         };
@@ -1175,19 +1187,11 @@ async fn remote_verify_reports_a_tampered_store_object() {
 async fn quiet_pull_and_mirror_print_nothing() {
     let Some(bin) = cli_binary() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let srv = serve(
-        &tmp.path().join("store"),
-        &[("org/model", &seed_dir())],
-        |o| o,
-    )
-    .await;
+    let srv = serve_seed(&tmp.path().join("store")).await;
     let run = |args: &[&str]| {
-        std::process::Command::new(&bin)
+        cli(&bin, &tmp.path().join("hfhome"))
             .args(args)
             .args(["--endpoint", &srv.url()])
-            .env("HF_HOME", tmp.path().join("hfhome"))
-            .env_remove("HF_TOKEN")
-            .env_remove("HF_ENDPOINT")
             .output()
             .unwrap()
     };
@@ -1289,18 +1293,10 @@ async fn a_regular_file_in_a_cached_snapshot_is_never_replaced() {
         );
     }
     if let Some(bin) = cli_binary() {
-        let out = std::process::Command::new(bin)
-            .args([
-                "pull",
-                "org/model-brevis",
-                "--endpoint",
-                &srv.url(),
-                "--cache-dir",
-            ])
+        let out = cli(&bin, &tmp.path().join("hfhome"))
+            .args(["pull", "org/model-brevis", "--endpoint", &srv.url()])
+            .arg("--cache-dir")
             .arg(&cache)
-            .env("HF_HOME", tmp.path().join("hfhome"))
-            .env_remove("HF_TOKEN")
-            .env_remove("HF_ENDPOINT")
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2));
@@ -1320,13 +1316,7 @@ async fn a_regular_file_in_a_cached_snapshot_is_never_replaced() {
         use std::os::unix::fs::MetadataExt;
         assert_eq!(after.ino(), before.ino());
     }
-    for f in files_under(&seed_dir()) {
-        assert_eq!(
-            sha_file(&snap.join(&f)),
-            sha_file(&seed_dir().join(&f)),
-            "{f}"
-        );
-    }
+    assert_holds_the_seed(&snap);
     srv.shutdown().await;
 }
 
@@ -1390,10 +1380,9 @@ async fn bad_globs_and_an_empty_endpoint() {
     assert!(matches!(e, HubError::Invalid { what: "glob", .. }), "{e}");
     // HF_ENDPOINT= (empty) means the default endpoint, as for huggingface_hub.
     if let Some(bin) = cli_binary() {
-        let out = std::process::Command::new(bin)
+        let out = cli(&bin, &tmp.path().join("hfhome"))
             .args(["mirror", "org/model", "--dry-run", "--include", "["])
             .env("HF_ENDPOINT", "")
-            .env("HF_HOME", tmp.path().join("hfhome"))
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2));
@@ -1483,12 +1472,7 @@ async fn a_download_whose_body_stalls_is_given_up_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mirror_and_pull_a_branch() {
     let tmp = tempfile::tempdir().unwrap();
-    let srv = serve(
-        &tmp.path().join("store"),
-        &[("org/model", &seed_dir())],
-        |o| o,
-    )
-    .await;
+    let srv = serve_seed(&tmp.path().join("store")).await;
     let c = client(&srv.url(), None);
     let url = srv.url();
     // huggingface_hub's create_branch: POST .../branch/{name}.
@@ -1558,14 +1542,11 @@ async fn pull_at_an_older_mirror_commit_leaves_refs_main_alone() {
     let old_mirror = c.repo_info("org/model-brevis", "main").await.unwrap().sha;
     // The source moves on and is mirrored again.
     commit_file(&c, "org/model", "main", "extra.txt", b"newer\n", tmp.path()).await;
-    let rep = brevis_hub::mirror(
-        &c,
-        &c,
-        &MirrorOptions::new("org/model", tmp.path().join("work")),
-    )
-    .await
-    .unwrap();
-    let new_src = rep.source_commit;
+    let again = MirrorOptions::new("org/model", tmp.path().join("work"));
+    let new_src = brevis_hub::mirror(&c, &c, &again)
+        .await
+        .unwrap()
+        .source_commit;
     assert_ne!(new_src, old_src);
     let cache = tmp.path().join("hf/hub");
     let refs = cache.join("models--org--model/refs");
@@ -1578,13 +1559,7 @@ async fn pull_at_an_older_mirror_commit_leaves_refs_main_alone() {
     let pr = brevis_hub::pull(&c, &at_old).await.unwrap();
     assert_eq!(pr.source_commit, old_src);
     let snap = cache.join("models--org--model/snapshots").join(&old_src);
-    for f in files_under(&seed_dir()) {
-        assert_eq!(
-            sha_file(&snap.join(&f)),
-            sha_file(&seed_dir().join(&f)),
-            "{f}"
-        );
-    }
+    assert_holds_the_seed(&snap);
     assert_eq!(std::fs::read_to_string(refs.join("main")).unwrap(), new_src);
     assert_eq!(files_under(&refs), ["main"]);
     // Into a fresh cache too: no ref at all.
@@ -1708,13 +1683,10 @@ async fn pull_filters_that_match_nothing_fail_and_write_nothing() {
     assert!(msg.contains("--exclude \"*\""), "{msg}");
     assert!(!cache.exists());
     if let Some(bin) = cli_binary() {
-        let out = std::process::Command::new(bin)
+        let out = cli(&bin, &tmp.path().join("hfhome"))
             .args(["pull", "org/model-brevis", "--include", "nomatch*"])
             .args(["--endpoint", &srv.url(), "--cache-dir"])
             .arg(&cache)
-            .env("HF_HOME", tmp.path().join("hfhome"))
-            .env_remove("HF_TOKEN")
-            .env_remove("HF_ENDPOINT")
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2));
@@ -1758,24 +1730,15 @@ async fn get_refs(url: &str, repo: &str, query: &str) -> (u16, serde_json::Value
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_lists_a_repos_refs() {
     let tmp = tempfile::tempdir().unwrap();
-    let src_srv = serve(
-        &tmp.path().join("src"),
-        &[("org/model", &seed_dir())],
-        |o| o,
-    )
-    .await;
+    let src_srv = serve_seed(&tmp.path().join("src")).await;
     let dst_srv = serve(&tmp.path().join("dst"), &[], |o| o).await;
     let (src_url, dst_url) = (src_srv.url(), dst_srv.url());
     let (src, dst) = (client(&src_url, None), client(&dst_url, None));
     // Branch names may hold '/'.
-    assert_eq!(
-        raw_post(&src_url, "/api/models/org/model/branch/dev", "{}").await,
-        200
-    );
-    assert_eq!(
-        raw_post(&src_url, "/api/models/org/model/branch/feat/x", "{}").await,
-        200
-    );
+    for b in ["dev", "feat/x"] {
+        let path = format!("/api/models/org/model/branch/{b}");
+        assert_eq!(raw_post(&src_url, &path, "{}").await, 200);
+    }
     commit_file(&src, "org/model", "dev", "extra.txt", b"dev\n", tmp.path()).await;
     let main = src.repo_info("org/model", "main").await.unwrap().sha;
     let dev = src.repo_info("org/model", "dev").await.unwrap().sha;
@@ -1870,12 +1833,9 @@ async fn quiet_verify_of_several_mirrors_names_the_mirror_on_each_row() {
     let mid = b.len() / 2;
     b[mid] ^= 0x01;
     std::fs::write(&obj, b).unwrap();
-    let out = std::process::Command::new(bin)
+    let out = cli(&bin, &tmp.path().join("hfhome"))
         .args(["-q", "verify", "org/model-brevis", "org/copy-brevis"])
         .args(["--endpoint", &srv.url()])
-        .env("HF_HOME", tmp.path().join("hfhome"))
-        .env_remove("HF_TOKEN")
-        .env_remove("HF_ENDPOINT")
         .output()
         .unwrap();
     assert_eq!(
@@ -1903,14 +1863,8 @@ async fn pull_and_verify_take_a_work_dir() {
     let (srv, _, commit) = mirrored(tmp.path()).await;
     let cache = tmp.path().join("cache");
     let run = |home: &Path, env_work: Option<&Path>, args: &[&str]| {
-        let mut cmd = std::process::Command::new(&bin);
-        cmd.args(args)
-            .args(["--endpoint", &srv.url()])
-            .env("HF_HOME", home)
-            .env_remove("HF_HUB_CACHE")
-            .env_remove("BREVIS_WORK_DIR")
-            .env_remove("HF_TOKEN")
-            .env_remove("HF_ENDPOINT");
+        let mut cmd = cli(&bin, home);
+        cmd.args(args).args(["--endpoint", &srv.url()]);
         if let Some(w) = env_work {
             cmd.env("BREVIS_WORK_DIR", w);
         }
