@@ -762,7 +762,9 @@ impl<'a, W: Word> Priced<'a, W> {
                 (z.len() as f64, Price::Encoded(z))
             }
             Codec::Rans0 | Codec::Rans0x32 => {
+                // (Nothing priced yet: no screen can rule it out.)
                 if self.counts0.is_none()
+                    && !self.list.is_empty()
                     && screen(self.syms(), n, width, c, self.margin(), self.overhead)
                         >= self.cheapest()
                 {
@@ -791,7 +793,9 @@ impl<'a, W: Word> Priced<'a, W> {
             Codec::PackedRans0 | Codec::PackedRans0x32 => {
                 assert!(width <= 4, "packed rANS takes words of at most 4 bits");
                 let packed = pack_bits(self.words, width as u32);
-                if screen(&packed, n, width, c, self.margin(), self.overhead) >= self.cheapest() {
+                if !self.list.is_empty()
+                    && screen(&packed, n, width, c, self.margin(), self.overhead) >= self.cheapest()
+                {
                     return None;
                 }
                 let counts = rans_count(c, &packed, &Context::None);
