@@ -619,6 +619,12 @@ async fn mirrored(tmp: &Path) -> (server::RunningServer, HubClient, String) {
     (srv, c, commit)
 }
 
+/// Options to pull `org/model-brevis` into the HF cache `cache` (work
+/// folder `tmp/pw`).
+fn pull_opts(cache: &Path, tmp: &Path) -> PullOptions {
+    PullOptions::new("org/model-brevis", cache, tmp.join("pw"))
+}
+
 /// Verify mirror `repo` at `main` (work folder `work`, all threads).
 async fn verify_main(
     c: &HubClient,
@@ -744,7 +750,7 @@ async fn pull_refuses_a_git_oid_that_is_not_the_bytes() {
     })
     .await;
     let cache = tmp.path().join("hf/hub");
-    let opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+    let opts = pull_opts(&cache, tmp.path());
     let e = brevis_hub::pull(&c, &opts).await.unwrap_err();
     assert!(
         matches!(
@@ -1054,7 +1060,7 @@ async fn concurrent_pulls_of_one_mirror_both_succeed() {
     let tmp = tempfile::tempdir().unwrap();
     let (srv, c, commit) = mirrored(tmp.path()).await;
     let cache = tmp.path().join("hf/hub");
-    let opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+    let opts = pull_opts(&cache, tmp.path());
     // Two with one work folder (they take turns), a third with its own
     // work folder (as with another HF_HOME) into the same cache.
     let mut o3 = opts.clone();
@@ -1225,7 +1231,7 @@ async fn a_cached_snapshot_is_not_rewritten_with_other_bytes() {
     let tmp = tempfile::tempdir().unwrap();
     let (srv, c, commit) = mirrored(tmp.path()).await;
     let cache = tmp.path().join("hf/hub");
-    let opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+    let opts = pull_opts(&cache, tmp.path());
     brevis_hub::pull(&c, &opts).await.unwrap();
     let snap = cache.join("models--org--model/snapshots").join(&commit);
     let before = sha_file(&snap.join("config.json"));
@@ -1273,7 +1279,7 @@ async fn a_regular_file_in_a_cached_snapshot_is_never_replaced() {
     let cache = tmp.path().join("hf/hub");
     let snap = cache.join("models--org--model/snapshots").join(&commit);
     std::fs::create_dir_all(&snap).unwrap();
-    let opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+    let opts = pull_opts(&cache, tmp.path());
     let config = snap.join("config.json");
     let good = std::fs::read(seed_dir().join("config.json")).unwrap();
     // Other bytes: of another size, then of the same size.
@@ -1514,12 +1520,9 @@ async fn mirror_and_pull_a_branch() {
     assert_eq!(rep.source_commit, dev);
     assert!(rep.files.iter().any(|f| f.path == "extra.txt"));
     let cache = tmp.path().join("hf/hub");
-    let pr = brevis_hub::pull(
-        &c,
-        &PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw")),
-    )
-    .await
-    .unwrap();
+    let pr = brevis_hub::pull(&c, &pull_opts(&cache, tmp.path()))
+        .await
+        .unwrap();
     assert_eq!(pr.source_commit, dev);
     let repo_dir = cache.join("models--org--model");
     assert_eq!(
@@ -1550,7 +1553,7 @@ async fn pull_at_an_older_mirror_commit_leaves_refs_main_alone() {
     assert_ne!(new_src, old_src);
     let cache = tmp.path().join("hf/hub");
     let refs = cache.join("models--org--model/refs");
-    let opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+    let opts = pull_opts(&cache, tmp.path());
     brevis_hub::pull(&c, &opts).await.unwrap();
     assert_eq!(std::fs::read_to_string(refs.join("main")).unwrap(), new_src);
     // The older mirror commit, by its id: its snapshot is restored, no ref moves.
@@ -1666,7 +1669,7 @@ async fn pull_filters_that_match_nothing_fail_and_write_nothing() {
     let (srv, c, _) = mirrored(tmp.path()).await;
     let cache = tmp.path().join("hf/hub");
     for include in ["nomatch*", ""] {
-        let mut opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+        let mut opts = pull_opts(&cache, tmp.path());
         opts.include = vec![include.to_string()];
         let e = brevis_hub::pull(&c, &opts).await.unwrap_err();
         let msg = e.to_string();
@@ -1677,7 +1680,7 @@ async fn pull_filters_that_match_nothing_fail_and_write_nothing() {
         assert!(!cache.exists(), "{:?}", files_under(&cache));
     }
     // Every file left out by --exclude: the same.
-    let mut opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+    let mut opts = pull_opts(&cache, tmp.path());
     opts.exclude = vec!["*".to_string()];
     let msg = brevis_hub::pull(&c, &opts).await.unwrap_err().to_string();
     assert!(msg.contains("--exclude \"*\""), "{msg}");
@@ -1924,7 +1927,7 @@ async fn mirror_pull_and_verify_leave_no_lock_files() {
     let tmp = tempfile::tempdir().unwrap();
     let (srv, c, _) = mirrored(tmp.path()).await;
     let cache = tmp.path().join("hf/hub");
-    let opts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pw"));
+    let opts = pull_opts(&cache, tmp.path());
     brevis_hub::pull(&c, &opts).await.unwrap();
     // A second pull (all reused) and a verify.
     brevis_hub::pull(&c, &opts).await.unwrap();

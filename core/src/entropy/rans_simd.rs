@@ -318,12 +318,12 @@ mod x86 {
                 } else if let Some(t) = &wide {
                     let b6 = _mm512_test_epi32_mask(s, _mm512_set1_epi32(64));
                     let b7 = _mm512_test_epi32_mask(s, _mm512_set1_epi32(128));
-                    let all = |v: &[[__m512i; 4]; 4]| {
-                        let lo = _mm512_mask_blend_epi32(b6, pick(&v[0], s), pick(&v[1], s));
-                        let hi = _mm512_mask_blend_epi32(b6, pick(&v[2], s), pick(&v[3], s));
+                    let all = |h: usize| {
+                        let lo = _mm512_mask_blend_epi32(b6, pick(&t[0][h], s), pick(&t[1][h], s));
+                        let hi = _mm512_mask_blend_epi32(b6, pick(&t[2][h], s), pick(&t[3][h], s));
                         _mm512_mask_blend_epi32(b7, lo, hi)
                     };
-                    (all(&t[0]), all(&t[1]))
+                    (all(0), all(1))
                 } else {
                     // SAFETY: as above; packed entry `idx` is 8 bytes at
                     // `base + 8 idx`, m first.
@@ -407,8 +407,7 @@ mod x86 {
 
     /// `(lo, [m, rest])` of a table (256 entries of
     /// [`super::EncSym::packed`]) whose present symbols (non-zero entries)
-    /// all lie in `[lo, lo + 64)`: 64 entries from `lo` on, in four vectors
-    /// of 16 per half.
+    /// all lie in `[lo, lo + 64)`: [`entries64`] from `lo`.
     #[target_feature(enable = "avx512f")]
     fn narrow_table(packed: &[u64]) -> Option<(__m512i, [[__m512i; 4]; 2])> {
         let present = || packed.iter().enumerate().filter(|e| *e.1 != 0).map(|e| e.0);
@@ -417,30 +416,27 @@ mod x86 {
         if hi - lo >= 64 {
             return None;
         }
+        Some((_mm512_set1_epi32(lo as i32), entries64(packed, lo)))
+    }
+
+    /// A whole table (256 entries of [`super::EncSym::packed`]): its four
+    /// groups of 64 entries, each as [`entries64`].
+    #[target_feature(enable = "avx512f")]
+    fn wide_table(packed: &[u64]) -> [[[__m512i; 4]; 2]; 4] {
+        std::array::from_fn(|g| entries64(packed, 64 * g))
+    }
+
+    /// `[m, rest]` of the 64 entries from `lo` on (zero past the table's
+    /// end): per half, four vectors of 16.
+    #[target_feature(enable = "avx512f")]
+    fn entries64(packed: &[u64], lo: usize) -> [[__m512i; 4]; 2] {
         let lane = |k: usize| packed.get(lo + k).copied().unwrap_or(0);
         let half = |shift: u32, v: usize| {
             let w: [u32; 16] = std::array::from_fn(|i| (lane(16 * v + i) >> shift) as u32);
             // SAFETY: `w` is 16 u32s: one unaligned 64-byte load.
             unsafe { _mm512_loadu_si512(w.as_ptr() as *const __m512i) }
         };
-        let m = std::array::from_fn(|v| half(0, v));
-        let rest = std::array::from_fn(|v| half(32, v));
-        Some((_mm512_set1_epi32(lo as i32), [m, rest]))
-    }
-
-    /// `[m, rest]` of a table (256 entries of [`super::EncSym::packed`]):
-    /// per half, four groups of 64 entries in four vectors of 16.
-    #[target_feature(enable = "avx512f")]
-    fn wide_table(packed: &[u64]) -> [[[__m512i; 4]; 4]; 2] {
-        let half = |shift: u32, g: usize, v: usize| {
-            let w: [u32; 16] =
-                std::array::from_fn(|i| (packed[64 * g + 16 * v + i] >> shift) as u32);
-            // SAFETY: `w` is 16 u32s: one unaligned 64-byte load.
-            unsafe { _mm512_loadu_si512(w.as_ptr() as *const __m512i) }
-        };
-        std::array::from_fn(|h| {
-            std::array::from_fn(|g| std::array::from_fn(|v| half(32 * h as u32, g, v)))
-        })
+        [0, 32].map(|shift| std::array::from_fn(|v| half(shift, v)))
     }
 
     /// Order 1: each lane's run of `r` staged symbols from round `j` to its
