@@ -385,9 +385,18 @@ impl HubClient {
                 self.http.execute(req).await
             };
             match outcome {
-                Ok(resp) if is_retryable(resp.status()) && attempt < self.retry.max_retries => {
-                    let wait = retry_after(resp.headers()).unwrap_or(self.retry.delay(attempt));
-                    tokio::time::sleep(wait.min(self.retry.max_delay)).await;
+                Ok(resp) if is_retryable(&resp) && attempt < self.retry.max_retries => {
+                    let wait = retry_after(resp.headers())
+                        .unwrap_or(self.retry.delay(attempt))
+                        .min(self.retry.max_delay);
+                    self.note(&format!(
+                        "{repo}: {what}: the server answered {}; trying again in {:.1} s ({} of {})",
+                        resp.status(),
+                        wait.as_secs_f64(),
+                        attempt + 1,
+                        self.retry.max_retries
+                    ));
+                    tokio::time::sleep(wait).await;
                 }
                 Ok(resp) => return Ok(resp),
                 Err(e) if attempt < self.retry.max_retries && !e.is_builder() => {
@@ -1261,8 +1270,15 @@ fn header_map(h: Option<&serde_json::Map<String, Value>>) -> HeaderMap {
     out
 }
 
-fn is_retryable(s: StatusCode) -> bool {
-    matches!(s.as_u16(), 429 | 500 | 502 | 503 | 504)
+/// Whether an answer may go away if asked again: 429, and 5xx unless the
+/// server named the error (`x-error-code` on a 500 is a condition it
+/// knows, such as a damaged store, that retries only delay).
+fn is_retryable(resp: &Response) -> bool {
+    match resp.status().as_u16() {
+        429 | 502 | 503 | 504 => true,
+        500 => !resp.headers().contains_key("x-error-code"),
+        _ => false,
+    }
 }
 
 fn retry_after(h: &HeaderMap) -> Option<Duration> {

@@ -1423,6 +1423,71 @@ async fn serve_closes_connections_that_never_finish_their_headers() {
     srv.shutdown().await;
 }
 
+/// A server that answers every request `500`, with `extra` headers;
+/// returns its URL and how many requests it has answered.
+async fn always_500(extra: &'static str) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind(any_addr()).await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let h = hits.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            let h = h.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let body = "{\"error\": \"no\"}";
+                    let resp = format!(
+                        "HTTP/1.1 500 Internal Server Error\r\n{extra}content-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if s.write_all(resp.as_bytes()).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (url, hits)
+}
+
+/// A 500 is retried (and each retry said), unless the server names the
+/// error: serve's damaged-store 500 carries `x-error-code`, and a pull of
+/// it failed only after ~15 s of retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_500_is_retried_unless_the_server_names_the_error() {
+    use std::sync::atomic::Ordering;
+    for (extra, requests, notes) in [
+        ("", 4, 3),
+        (
+            "x-error-code: StoreDamaged\r\nx-error-message: gone\r\n",
+            1,
+            0,
+        ),
+    ] {
+        let (url, hits) = always_500(extra).await;
+        let said = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let s2 = said.clone();
+        let c = client(&url, None)
+            .with_notes(Arc::new(move |m: &str| s2.lock().unwrap().push(m.into())));
+        let e = c.repo_info("org/model", "main").await.unwrap_err();
+        assert!(matches!(e, HubError::Http { status: 500, .. }), "{e}");
+        assert_eq!(hits.load(Ordering::SeqCst), requests, "{extra:?}");
+        let said = said.lock().unwrap().clone();
+        assert_eq!(said.len(), notes, "{said:?}");
+        assert!(
+            said.iter()
+                .all(|m| m.contains("answered 500") && m.contains("trying again")),
+            "{said:?}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_download_whose_body_stalls_is_given_up_on() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -1801,6 +1866,10 @@ async fn serve_answers_500_for_a_store_object_missing_on_disk() {
         let head = raw_get_head(&url, &format!("/{repo}/resolve/main/{path}")).await;
         assert!(head.starts_with("http/1.1 500"), "{path}: {head}");
         assert!(head.contains("missing from the store"), "{path}: {head}");
+        assert!(
+            head.contains("x-error-code: storedamaged"),
+            "{path}: {head}"
+        );
         // The client says why (not "error decoding response body").
         let c = client(&url, None);
         let e = c

@@ -238,6 +238,10 @@ pub async fn start(opts: ServerOptions, addr: SocketAddr) -> Result<RunningServe
 
 type Resp = Response<Body>;
 
+/// `x-error-code` of a 500 for a file whose stored object is missing or of
+/// the wrong size: retrying will not help (clients need not).
+const STORE_DAMAGED: &str = "StoreDamaged";
+
 fn error(status: StatusCode, code: Option<&str>, msg: &str) -> Resp {
     let mut r = Response::builder()
         .status(status)
@@ -928,7 +932,7 @@ async fn resolve(
         Ok(m) if m.is_file() => {
             return error(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                None,
+                Some(STORE_DAMAGED),
                 &format!(
                     "{path} at {rev}: its stored object {} is {} bytes, the tree records {size}: \
                      the store is damaged",
@@ -942,7 +946,7 @@ async fn resolve(
         _ => {
             return error(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                None,
+                Some(STORE_DAMAGED),
                 &format!(
                     "{path} at {rev}: its stored object {} is missing from the store",
                     f.object
