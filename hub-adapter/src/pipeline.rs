@@ -1216,12 +1216,19 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
     Ok(report)
 }
 
+/// How long a temp file whose process is not seen must have been left
+/// unwritten before [`clean_stale_temps`] removes it.
+const STALE_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 /// Remove the temp files a process that is gone left for `dst`:
 /// `.NAME.PID.N.tmp` and `.NAME.incomplete.PID.N.tmp` (a killed run of an
 /// earlier version, or of the named temp-file fallback where `O_TMPFILE` is
 /// missing) and `.NAME.brevis-link-PID-N` (a snapshot link not yet renamed),
 /// NAME being `dst`'s file name. Only where `/proc` tells which processes
-/// live: a temp file of a live process, or any other file, is never touched.
+/// live, and only files untouched for [`STALE_TEMP_AGE`]: a cache shared
+/// between containers (PID namespaces) holds temp files of processes this
+/// one cannot see, and a writer keeps its file's time fresh. A temp file
+/// of a live process, or any other file, is never touched.
 fn clean_stale_temps(dst: &Path) {
     if !Path::new("/proc/self").exists() {
         return;
@@ -1253,7 +1260,12 @@ fn clean_stale_temps(dst: &Path) {
             false
         };
         let is_ours = e.file_type().is_ok_and(|t| t.is_file() || t.is_symlink());
-        if stale && is_ours {
+        // (The entry's own time: a link's, not its target's.)
+        let idle = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age >= STALE_TEMP_AGE));
+        if stale && is_ours && idle {
             let _ = std::fs::remove_file(e.path());
         }
     }

@@ -1326,6 +1326,28 @@ async fn a_regular_file_in_a_cached_snapshot_is_never_replaced() {
     srv.shutdown().await;
 }
 
+/// Set `p`'s own modification time (a link's, not its target's) an hour back.
+#[cfg(unix)]
+fn age(p: &Path) {
+    let t = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap();
+    let ts = rustix::fs::Timespec {
+        tv_sec: d.as_secs() as i64,
+        tv_nsec: 0,
+    };
+    rustix::fs::utimensat(
+        rustix::fs::CWD,
+        p,
+        &rustix::fs::Timestamps {
+            last_access: ts,
+            last_modification: ts,
+        },
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .unwrap();
+}
+
+#[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_temp_files_of_dead_runs_are_removed() {
     if !Path::new("/proc/self").exists() {
@@ -1335,15 +1357,23 @@ async fn stale_temp_files_of_dead_runs_are_removed() {
     let (srv, c, _) = mirrored(tmp.path()).await;
     let plain = tmp.path().join("plain");
     std::fs::create_dir_all(&plain).unwrap();
-    // What a killed run of an earlier version left (pid 2^22+1 is above
-    // Linux's pid_max: never alive), and a temp of a live process (ours).
+    // What a killed run of an earlier version left an hour ago (pid 2^22+1
+    // is above Linux's pid_max: never alive), and a temp of a live process
+    // (ours).
     let dead = plain.join(".model.safetensors.incomplete.4194305.0.tmp");
     let live = plain.join(format!(".config.json.{}.0.tmp", std::process::id()));
     std::fs::write(&dead, vec![0u8; 1000]).unwrap();
+    age(&dead);
     std::fs::write(&live, b"x").unwrap();
+    age(&live);
+    // Being written now by a process this one cannot see (another PID
+    // namespace sharing the folder): kept.
+    let unseen = plain.join(".model.safetensors.4194306.0.tmp");
+    std::fs::write(&unseen, b"x").unwrap();
     // A user's file that only looks like one, for a name pull does not write.
     let theirs = plain.join(".notes.txt.4194305.0.tmp");
     std::fs::write(&theirs, b"mine").unwrap();
+    age(&theirs);
     let mut opts = PullOptions::new(
         "org/model-brevis",
         tmp.path().join("hf/hub"),
@@ -1353,6 +1383,7 @@ async fn stale_temp_files_of_dead_runs_are_removed() {
     brevis_hub::pull(&c, &opts).await.unwrap();
     assert!(!dead.exists());
     assert!(live.exists());
+    assert!(unseen.exists());
     assert!(theirs.exists());
 
     // In the HF cache: a snapshot link a killed run made but never renamed.
@@ -1364,6 +1395,7 @@ async fn stale_temp_files_of_dead_runs_are_removed() {
         std::fs::create_dir_all(&snap).unwrap();
         let link = snap.join(".config.json.brevis-link-4194305");
         std::os::unix::fs::symlink("../../blobs/nothing", &link).unwrap();
+        age(&link);
         opts.local_dir = None;
         brevis_hub::pull(&c, &opts).await.unwrap();
         assert!(std::fs::symlink_metadata(&link).is_err());
