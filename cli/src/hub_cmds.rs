@@ -514,8 +514,9 @@ pub fn verify_mirrors(
         // Several mirrors: each row names its mirror (with -q the rows are
         // all there is).
         let several = results.len() > 1;
-        for (_, r) in &results {
+        for (target, r) in &results {
             let Ok(rep) = r else { continue };
+            let remote = !std::path::Path::new(target).is_dir();
             let prefix = if several {
                 format!("{}: ", rep.target)
             } else {
@@ -538,13 +539,18 @@ pub fn verify_mirrors(
                 let bad = rep.files.iter().filter(|f| f.status != "ok").count();
                 writeln!(
                     out,
-                    "{}: {} file(s), {} ok, {} bad (source {}@{})",
+                    "{}: {} file(s), {} ok, {} bad (source {}@{}{})",
                     rep.target,
                     rep.files.len(),
                     rep.files.len() - bad,
                     bad,
                     rep.source.repo,
-                    rep.source.commit
+                    rep.source.commit,
+                    if remote && !rep.source_checked {
+                        "; not readable here, so checked against the manifest only"
+                    } else {
+                        ""
+                    }
                 )?;
             }
         }

@@ -985,6 +985,11 @@ pub struct PullReport {
     pub downloaded_bytes: u64,
     /// The snapshot folder (or the local folder).
     pub path: PathBuf,
+    /// Whether the source repo at its commit was read on the endpoint and
+    /// every restored file's size and hash checked against it (else only
+    /// against the mirror's manifest: the source is private, gated, gone,
+    /// or on another Hub).
+    pub source_checked: bool,
 }
 
 /// Download a mirror, decode it, verify every file against the manifest, and
@@ -1026,6 +1031,27 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
             None => cache.blob_path(f.etag()),
         }
     };
+    // The manifest against the source itself, before anything is written.
+    let source_checked = match source_disagreements(client, &m, &chosen, &opts.repo, note).await {
+        Ok(None) => false,
+        Ok(Some(d)) if d.is_empty() => true,
+        Ok(Some(d)) => {
+            let _ = std::fs::remove_dir_all(&work);
+            let (path, claim, held) = &d[0];
+            return Err(HubError::Manifest {
+                repo: opts.repo.clone(),
+                reason: format!(
+                    "its manifest says {path} of {}@{} is {claim}, but the source holds \
+                     {held}: this mirror does not restore that commit, and nothing was written",
+                    m.source.repo, m.source.commit
+                ),
+            });
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&work);
+            return Err(e);
+        }
+    };
     let mut report = PullReport {
         mirror_repo: opts.repo.clone(),
         mirror_commit: info.sha.clone(),
@@ -1039,6 +1065,7 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
             Some(d) => d.clone(),
             None => cache.root().join("snapshots").join(&m.source.commit),
         },
+        source_checked,
     };
 
     // A commit's files never change: a snapshot already in the cache that
@@ -1216,6 +1243,69 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
     Ok(report)
 }
 
+/// What the source repo itself holds, at the source commit, of each of
+/// `files` where the mirror's manifest says otherwise: `(path, what the
+/// manifest says, what the source holds)`, compared by size and hash (LFS
+/// SHA-256, else git blob id). A manifest is only the mirror's word:
+/// unchecked, a mirror that names another repo's commit would have its own
+/// bytes filed in the HF cache under that repo's name. `None` where the
+/// endpoint does not serve the source at that commit (private, gated,
+/// gone, or on another Hub); `note` says so.
+async fn source_disagreements(
+    client: &HubClient,
+    m: &Manifest,
+    files: &[&FileEntry],
+    mirror: &str,
+    note: &Notes,
+) -> Result<Option<Vec<(String, String, String)>>> {
+    let src = &m.source;
+    let tree = match client.list_files(&src.repo, &src.commit).await {
+        Ok(t) => t,
+        Err(
+            e @ (HubError::RepoNotFound { .. }
+            | HubError::RevisionNotFound { .. }
+            | HubError::Unauthorized { .. }
+            | HubError::Http { .. }),
+        ) => {
+            note(&format!(
+                "{}@{} cannot be read on this endpoint ({e}): {mirror}'s files are checked \
+                 against its manifest only",
+                src.repo,
+                &src.commit[..12]
+            ));
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let by_path: HashMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
+    let mut out = Vec::new();
+    for f in files {
+        let held = match by_path.get(f.path.as_str()) {
+            None => Some("no such file".to_string()),
+            Some(r) => {
+                let same = r.size == f.size
+                    && match &r.lfs_sha256 {
+                        Some(sha) => f.lfs && sha.eq_ignore_ascii_case(&f.sha256),
+                        None => !f.lfs && r.oid.eq_ignore_ascii_case(&f.git_oid),
+                    };
+                (!same).then(|| match &r.lfs_sha256 {
+                    Some(sha) => format!("{} bytes, SHA-256 {sha}", r.size),
+                    None => format!("{} bytes, git blob {}", r.size, r.oid),
+                })
+            }
+        };
+        if let Some(held) = held {
+            let claim = if f.lfs {
+                format!("{} bytes, SHA-256 {}", f.size, f.sha256)
+            } else {
+                format!("{} bytes, git blob {}", f.size, f.git_oid)
+            };
+            out.push((f.path.clone(), claim, held));
+        }
+    }
+    Ok(Some(out))
+}
+
 /// How long a temp file whose process is not seen must have been left
 /// unwritten before [`clean_stale_temps`] removes it.
 const STALE_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
@@ -1369,8 +1459,12 @@ pub struct VerifyReport {
     pub source: Source,
     /// Every file.
     pub files: Vec<VerifyEntry>,
-    /// True when every file decodes to its manifest SHA-256.
+    /// True when every file decodes to its manifest SHA-256 (and, where
+    /// the source was read, the manifest says what the source holds).
     pub ok: bool,
+    /// Whether the manifest was checked against the source repo itself
+    /// (a mirror on a Hub that serves its source; never for a folder).
+    pub source_checked: bool,
 }
 
 /// Verify a mirror laid out in a local folder (one holding
@@ -1439,6 +1533,7 @@ pub fn verify_local(folder: &Path, threads: usize) -> Result<VerifyReport> {
         source: m.source,
         files,
         ok,
+        source_checked: false,
     })
 }
 
@@ -1500,10 +1595,25 @@ pub async fn verify_mirror(
             }
         }
     }
+    let all: Vec<&FileEntry> = m.files.iter().collect();
+    let disagree = source_disagreements(client, &m, &all, repo, &quiet_notes()).await?;
     write_atomic(&work.join(MANIFEST_NAME), m.to_json().as_bytes())?;
     let w2 = work.clone();
     let mut rep = blocking(move || verify_local(&w2, threads)).await?;
     rep.target = repo.to_string();
+    rep.source_checked = disagree.is_some();
+    // A file the source holds otherwise is a mismatch whatever it decodes
+    // to: the mirror does not restore the commit it names.
+    for (path, claim, held) in disagree.unwrap_or_default() {
+        if let Some(e) = rep.files.iter_mut().find(|e| e.path == path) {
+            e.status = "mismatch".into();
+            e.detail = Some(format!(
+                "the manifest says {claim}, the source {}@{} holds {held}",
+                rep.source.repo,
+                &rep.source.commit[..12]
+            ));
+        }
+    }
     for e in &mut rep.files {
         if let Some((status, d)) = bad_download.get(&e.archive) {
             e.status = (*status).into();

@@ -619,6 +619,17 @@ async fn mirrored(tmp: &Path) -> (server::RunningServer, HubClient, String) {
     (srv, c, commit)
 }
 
+/// Remove `org/model`'s commit `commit` from the store: the source can no
+/// longer be read at that commit (history rewritten, as a force push does),
+/// so pull checks a mirror of it against its manifest alone.
+fn forget_source_commit(tmp: &Path, commit: &str) {
+    std::fs::remove_file(
+        tmp.join("store/models/org/model/commits")
+            .join(format!("{commit}.json")),
+    )
+    .unwrap();
+}
+
 /// Options to pull `org/model-brevis` into the HF cache `cache` (work
 /// folder `tmp/pw`).
 fn pull_opts(cache: &Path, tmp: &Path) -> PullOptions {
@@ -742,6 +753,9 @@ fn temp_leftovers(dir: &Path) -> Vec<String> {
 async fn pull_refuses_a_git_oid_that_is_not_the_bytes() {
     let tmp = tempfile::tempdir().unwrap();
     let (srv, c, commit) = mirrored(tmp.path()).await;
+    // (What the source holds would refuse it first: see
+    // pull_checks_a_mirror_against_its_source.)
+    forget_source_commit(tmp.path(), &commit);
     // Swap config.json's git_oid for LICENSE's: the bytes of config.json
     // would be filed as LICENSE's blob.
     tamper_manifest(&c, tmp.path(), |m| {
@@ -803,7 +817,8 @@ async fn pull_refuses_a_git_oid_that_is_not_the_bytes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pull_and_verify_name_what_differs() {
     let tmp = tempfile::tempdir().unwrap();
-    let (srv, c, _) = mirrored(tmp.path()).await;
+    let (srv, c, commit) = mirrored(tmp.path()).await;
+    forget_source_commit(tmp.path(), &commit);
     // A wrong size is called a size mismatch (not two equal SHA-256s).
     tamper_manifest(&c, tmp.path(), |m| {
         let e = entry(m, "config.json");
@@ -1258,14 +1273,115 @@ async fn a_cached_snapshot_is_not_rewritten_with_other_bytes() {
         m["source"]["commit"] = commit.clone().into();
     })
     .await;
-    let e = brevis_hub::pull(
-        &c,
-        &PullOptions::new("org/evil-brevis", &cache, tmp.path().join("pw")),
-    )
-    .await
-    .unwrap_err();
+    let evil = PullOptions::new("org/evil-brevis", &cache, tmp.path().join("pw"));
+    // The source itself says otherwise.
+    let e = brevis_hub::pull(&c, &evil).await.unwrap_err();
+    assert!(
+        e.to_string().contains("does not restore that commit"),
+        "{e}"
+    );
+    assert_eq!(sha_file(&snap.join("config.json")), before);
+    // Where the source cannot be read, the cached snapshot says otherwise.
+    forget_source_commit(tmp.path(), &commit);
+    let e = brevis_hub::pull(&c, &evil).await.unwrap_err();
     assert!(e.to_string().contains("already holds"), "{e}");
     assert_eq!(sha_file(&snap.join("config.json")), before);
+    srv.shutdown().await;
+}
+
+/// A self-consistent mirror that names another repo's commit was trusted
+/// where that commit was not cached: its bytes were filed under the other
+/// repo's name. pull now checks the manifest against the source repo where
+/// the endpoint serves it, and says so where it does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_checks_a_mirror_against_its_source() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, commit) = mirrored(tmp.path()).await;
+    let rep = brevis_hub::pull(&c, &pull_opts(&tmp.path().join("hf1"), tmp.path()))
+        .await
+        .unwrap();
+    assert!(rep.source_checked);
+    // org/evil-brevis: another checkpoint's mirror, its manifest rewritten
+    // to claim org/model at its commit (every hash its own bytes').
+    let other = tmp.path().join("other-seed");
+    for f in files_under(&seed_dir()) {
+        let to = other.join(&f);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(seed_dir().join(&f), to).unwrap();
+    }
+    std::fs::write(other.join("config.json"), b"{\"evil\": true}\n").unwrap();
+    Store::open(&tmp.path().join("store"))
+        .unwrap()
+        .seed("org/evil", &other)
+        .unwrap();
+    let mut mo = MirrorOptions::new("org/evil", tmp.path().join("work"));
+    mo.dest = Some("org/evil-brevis".into());
+    brevis_hub::mirror(&c, &c, &mo).await.unwrap();
+    edit_manifest(&c, "org/evil-brevis", tmp.path(), |m| {
+        m["source"]["repo"] = "org/model".into();
+        m["source"]["commit"] = commit.clone().into();
+    })
+    .await;
+    let cache = tmp.path().join("hf2");
+    let evil = PullOptions::new("org/evil-brevis", &cache, tmp.path().join("pw"));
+    let e = brevis_hub::pull(&c, &evil).await.unwrap_err();
+    assert!(matches!(e, HubError::Manifest { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("config.json") && msg.contains("does not restore"),
+        "{msg}"
+    );
+    // verify says the same of it, on the file's row.
+    let v = verify_main(&c, "org/evil-brevis", &tmp.path().join("vw"))
+        .await
+        .unwrap();
+    assert!(!v.ok && v.source_checked);
+    let bad: Vec<_> = v.files.iter().filter(|f| f.status != "ok").collect();
+    assert_eq!(bad.len(), 1, "{v:?}");
+    assert_eq!(bad[0].path, "config.json");
+    assert!(
+        bad[0]
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("the source org/model@")
+    );
+    let v = verify_main(&c, "org/model-brevis", &tmp.path().join("vw"))
+        .await
+        .unwrap();
+    assert!(v.ok && v.source_checked, "{v:?}");
+    // Nothing written: no snapshot, no blob, no work folder left.
+    let left = |d: &Path| {
+        if d.exists() {
+            files_under(d)
+        } else {
+            Vec::new()
+        }
+    };
+    assert!(left(&cache).is_empty(), "{:?}", left(&cache));
+    assert!(
+        left(&tmp.path().join("pw")).is_empty(),
+        "{:?}",
+        left(&tmp.path().join("pw"))
+    );
+    // A source that cannot be read is said, and the pull goes on.
+    forget_source_commit(tmp.path(), &commit);
+    let said = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let s2 = said.clone();
+    let mut opts = pull_opts(&tmp.path().join("hf3"), tmp.path());
+    opts.notes = Arc::new(move |m: &str| s2.lock().unwrap().push(m.into()));
+    let rep = brevis_hub::pull(&c, &opts).await.unwrap();
+    assert!(!rep.source_checked);
+    let v = verify_main(&c, "org/model-brevis", &tmp.path().join("vw"))
+        .await
+        .unwrap();
+    assert!(v.ok && !v.source_checked, "{v:?}");
+    let said = said.lock().unwrap().clone();
+    assert!(
+        said.iter()
+            .any(|m| m.contains("cannot be read") && m.contains("manifest only")),
+        "{said:?}"
+    );
     srv.shutdown().await;
 }
 
