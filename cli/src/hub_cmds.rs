@@ -371,14 +371,19 @@ pub fn pull(a: PullArgs, ui: &Ui) -> Result<Outcome> {
         let mut out = std::io::stdout().lock();
         writeln!(
             out,
-            "{} -> {}@{}: {} file(s), {} ({} reused), downloaded {} in {secs:.1} s",
+            "{} -> {}@{}: {} file(s), {} ({} reused), downloaded {} in {secs:.1} s{}",
             rep.mirror_repo,
             rep.source_repo,
             rep.source_commit,
             rep.files,
             human(rep.original_bytes),
             rep.reused,
-            human(rep.downloaded_bytes)
+            human(rep.downloaded_bytes),
+            if rep.source_checked {
+                ""
+            } else {
+                "; the source cannot be read here, so checked against the manifest only"
+            }
         )?;
         writeln!(out, "{}", rep.path.display())?;
     }

@@ -125,6 +125,9 @@ pub struct RepoInfo {
     pub private: bool,
     /// Paths of the files at that commit.
     pub siblings: Vec<String>,
+    /// For a source `brevis-hub serve` answers decoded from a mirror (no
+    /// source repo of its own there), that mirror.
+    pub decoded_from: Option<String>,
 }
 
 /// What a `HEAD` on a resolve URL says.
@@ -444,6 +447,11 @@ impl HubClient {
             .send(repo, "repo info", || Ok(self.request(Method::GET, &url)))
             .await?;
         let resp = check(resp, repo, None, Some(revision), "repo info", self).await?;
+        let decoded_from = resp
+            .headers()
+            .get(crate::server::DECODED_FROM)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
         let v = self.json(resp, repo, "repo info").await?;
         let sha = v
             .get("sha")
@@ -471,6 +479,7 @@ impl HubClient {
             sha: sha.to_string(),
             private: v.get("private").and_then(Value::as_bool).unwrap_or(false),
             siblings,
+            decoded_from,
         })
     }
 
@@ -1270,13 +1279,17 @@ fn header_map(h: Option<&serde_json::Map<String, Value>>) -> HeaderMap {
     out
 }
 
-/// Whether an answer may go away if asked again: 429, and 5xx unless the
-/// server named the error (`x-error-code` on a 500 is a condition it
-/// knows, such as a damaged store, that retries only delay).
+/// Whether an answer may go away if asked again: 429 and 5xx, but not
+/// serve's 500 for a damaged store object (`x-error-code: StoreDamaged`),
+/// which retries only delay. (Other codes on a 500 are retried: a proxy or
+/// the Hub may name a transient one.)
 fn is_retryable(resp: &Response) -> bool {
     match resp.status().as_u16() {
         429 | 502 | 503 | 504 => true,
-        500 => !resp.headers().contains_key("x-error-code"),
+        500 => resp
+            .headers()
+            .get("x-error-code")
+            .is_none_or(|c| c != crate::server::STORE_DAMAGED),
         _ => false,
     }
 }

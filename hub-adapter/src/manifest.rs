@@ -89,7 +89,7 @@ impl Manifest {
             repo: origin.into(),
             reason: r,
         };
-        let m: Manifest = serde_json::from_slice(text).map_err(|e| bad(e.to_string()))?;
+        let mut m: Manifest = serde_json::from_slice(text).map_err(|e| bad(e.to_string()))?;
         if m.manifest_version != 1 {
             return Err(bad(format!(
                 "unknown manifest_version {}",
@@ -101,6 +101,9 @@ impl Manifest {
         if !is_hex(&m.source.commit, 40) {
             return Err(bad("source commit is not a commit id".into()));
         }
+        // Commit ids are lower case on the Hub and in the HF cache (its
+        // snapshot folders and refs): the one used as such here too.
+        m.source.commit.make_ascii_lowercase();
         let mut seen = std::collections::HashSet::new();
         for f in &m.files {
             check_repo_path(&f.path)?;

@@ -1032,20 +1032,34 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
         }
     };
     // The manifest against the source itself, before anything is written.
-    let source_checked = match source_disagreements(client, &m, &chosen, &opts.repo, note).await {
-        Ok(None) => false,
-        Ok(Some(d)) if d.is_empty() => true,
-        Ok(Some(d)) => {
+    let source_checked = match check_source(client, &m, &chosen, &opts.repo).await {
+        Ok(SourceCheck::Read(d)) if d.is_empty() => true,
+        Ok(SourceCheck::Read(d)) => {
             let _ = std::fs::remove_dir_all(&work);
             let (path, claim, held) = &d[0];
+            let more = match d.len() {
+                1 => String::new(),
+                n => format!(" (and {} more file(s))", n - 1),
+            };
             return Err(HubError::Manifest {
                 repo: opts.repo.clone(),
                 reason: format!(
                     "its manifest says {path} of {}@{} is {claim}, but the source holds \
-                     {held}: this mirror does not restore that commit, and nothing was written",
+                     {held}{more}: this mirror does not restore that commit, and nothing was \
+                     written",
                     m.source.repo, m.source.commit
                 ),
             });
+        }
+        Ok(SourceCheck::Unread(why)) => {
+            note(&format!(
+                "{}@{} cannot be read here ({why}): {}'s files are checked against its \
+                 manifest only",
+                m.source.repo,
+                &m.source.commit[..12],
+                opts.repo
+            ));
+            false
         }
         Err(e) => {
             let _ = std::fs::remove_dir_all(&work);
@@ -1243,40 +1257,70 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
     Ok(report)
 }
 
-/// What the source repo itself holds, at the source commit, of each of
-/// `files` where the mirror's manifest says otherwise: `(path, what the
-/// manifest says, what the source holds)`, compared by size and hash (LFS
-/// SHA-256, else git blob id). A manifest is only the mirror's word:
-/// unchecked, a mirror that names another repo's commit would have its own
-/// bytes filed in the HF cache under that repo's name. `None` where the
-/// endpoint does not serve the source at that commit (private, gated,
-/// gone, or on another Hub); `note` says so.
-async fn source_disagreements(
+/// What checking a mirror's manifest against its source found.
+enum SourceCheck {
+    /// The source repo was read at the commit the manifest names: each
+    /// file where the manifest says otherwise, as `(path, what the manifest
+    /// says, what the source holds)`.
+    Read(Vec<(String, String, String)>),
+    /// There is no source repo to read on this endpoint (private, gone, on
+    /// another Hub, or served decoded from a mirror): why.
+    Unread(String),
+}
+
+/// Check what the mirror `mirror`'s manifest says of `files` against the
+/// source repo itself at the source commit: each file's size and hash (LFS
+/// SHA-256, else git blob id) from the Hub's tree listing. A manifest is
+/// only the mirror's word: unchecked, a mirror that names another repo's
+/// commit would have its own bytes filed in the HF cache under that repo's
+/// name. A source readable here that has no such commit is an error (the
+/// mirror names a commit its source does not hold); so is a source that
+/// cannot be read for now (5xx, 429, network), rather than a check
+/// silently skipped.
+async fn check_source(
     client: &HubClient,
     m: &Manifest,
     files: &[&FileEntry],
     mirror: &str,
-    note: &Notes,
-) -> Result<Option<Vec<(String, String, String)>>> {
+) -> Result<SourceCheck> {
     let src = &m.source;
-    let tree = match client.list_files(&src.repo, &src.commit).await {
-        Ok(t) => t,
-        Err(
-            e @ (HubError::RepoNotFound { .. }
-            | HubError::RevisionNotFound { .. }
-            | HubError::Unauthorized { .. }
-            | HubError::Http { .. }),
-        ) => {
-            note(&format!(
-                "{}@{} cannot be read on this endpoint ({e}): {mirror}'s files are checked \
-                 against its manifest only",
-                src.repo,
-                &src.commit[..12]
-            ));
-            return Ok(None);
-        }
-        Err(e) => return Err(e),
+    let unread = |e: &HubError| match e {
+        HubError::RepoNotFound { .. } | HubError::Unauthorized { .. } => true,
+        HubError::Http { status, .. } => *status < 500 && *status != 429,
+        _ => false,
     };
+    let decoded = |from: &str| {
+        SourceCheck::Unread(format!(
+            "this endpoint serves it decoded from the mirror {from}, not from a source repo"
+        ))
+    };
+    match client.repo_info(&src.repo, &src.commit).await {
+        Ok(info) => {
+            if let Some(from) = info.decoded_from {
+                return Ok(decoded(&from));
+            }
+        }
+        Err(HubError::RevisionNotFound { .. }) => {
+            return match client.repo_info(&src.repo, "main").await {
+                Ok(info) if info.decoded_from.is_some() => {
+                    Ok(decoded(info.decoded_from.as_deref().unwrap_or_default()))
+                }
+                Err(e) if unread(&e) => Ok(SourceCheck::Unread(e.to_string())),
+                _ => Err(HubError::Manifest {
+                    repo: mirror.into(),
+                    reason: format!(
+                        "its source {} is on this endpoint but has no commit {}: the mirror \
+                         names a commit its source does not hold (a false claim, or the \
+                         source's history was rewritten), and nothing was written",
+                        src.repo, src.commit
+                    ),
+                }),
+            };
+        }
+        Err(e) if unread(&e) => return Ok(SourceCheck::Unread(e.to_string())),
+        Err(e) => return Err(e),
+    }
+    let tree = client.list_files(&src.repo, &src.commit).await?;
     let by_path: HashMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
     let mut out = Vec::new();
     for f in files {
@@ -1303,7 +1347,7 @@ async fn source_disagreements(
             out.push((f.path.clone(), claim, held));
         }
     }
-    Ok(Some(out))
+    Ok(SourceCheck::Read(out))
 }
 
 /// How long a temp file whose process is not seen must have been left
@@ -1559,6 +1603,14 @@ pub async fn verify_mirror(
             repo: repo.into(),
             reason: format!("no {MANIFEST_NAME}: not a Brevis mirror"),
         })?;
+    let all: Vec<&FileEntry> = m.files.iter().collect();
+    let checked = match check_source(client, &m, &all, repo).await {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&work);
+            return Err(e);
+        }
+    };
     let tree = client.list_files(repo, &info.sha).await?;
     let remote: BTreeMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
     let mut dl = Vec::new();
@@ -1595,16 +1647,20 @@ pub async fn verify_mirror(
             }
         }
     }
-    let all: Vec<&FileEntry> = m.files.iter().collect();
-    let disagree = source_disagreements(client, &m, &all, repo, &quiet_notes()).await?;
     write_atomic(&work.join(MANIFEST_NAME), m.to_json().as_bytes())?;
     let w2 = work.clone();
     let mut rep = blocking(move || verify_local(&w2, threads)).await?;
     rep.target = repo.to_string();
-    rep.source_checked = disagree.is_some();
+    let disagree = match checked {
+        SourceCheck::Read(d) => {
+            rep.source_checked = true;
+            d
+        }
+        SourceCheck::Unread(_) => Vec::new(),
+    };
     // A file the source holds otherwise is a mismatch whatever it decodes
     // to: the mirror does not restore the commit it names.
-    for (path, claim, held) in disagree.unwrap_or_default() {
+    for (path, claim, held) in disagree {
         if let Some(e) = rep.files.iter_mut().find(|e| e.path == path) {
             e.status = "mismatch".into();
             e.detail = Some(format!(

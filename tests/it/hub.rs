@@ -619,15 +619,11 @@ async fn mirrored(tmp: &Path) -> (server::RunningServer, HubClient, String) {
     (srv, c, commit)
 }
 
-/// Remove `org/model`'s commit `commit` from the store: the source can no
-/// longer be read at that commit (history rewritten, as a force push does),
-/// so pull checks a mirror of it against its manifest alone.
-fn forget_source_commit(tmp: &Path, commit: &str) {
-    std::fs::remove_file(
-        tmp.join("store/models/org/model/commits")
-            .join(format!("{commit}.json")),
-    )
-    .unwrap();
+/// Remove the source repo `org/model` from the store: `serve` then answers
+/// for it decoded from its mirror, so there is no source to check a mirror
+/// against, and pull checks it against its manifest alone.
+fn forget_source(tmp: &Path) {
+    std::fs::remove_dir_all(tmp.join("store/models/org/model")).unwrap();
 }
 
 /// Options to pull `org/model-brevis` into the HF cache `cache` (work
@@ -755,7 +751,7 @@ async fn pull_refuses_a_git_oid_that_is_not_the_bytes() {
     let (srv, c, commit) = mirrored(tmp.path()).await;
     // (What the source holds would refuse it first: see
     // pull_checks_a_mirror_against_its_source.)
-    forget_source_commit(tmp.path(), &commit);
+    forget_source(tmp.path());
     // Swap config.json's git_oid for LICENSE's: the bytes of config.json
     // would be filed as LICENSE's blob.
     tamper_manifest(&c, tmp.path(), |m| {
@@ -817,8 +813,8 @@ async fn pull_refuses_a_git_oid_that_is_not_the_bytes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pull_and_verify_name_what_differs() {
     let tmp = tempfile::tempdir().unwrap();
-    let (srv, c, commit) = mirrored(tmp.path()).await;
-    forget_source_commit(tmp.path(), &commit);
+    let (srv, c, _) = mirrored(tmp.path()).await;
+    forget_source(tmp.path());
     // A wrong size is called a size mismatch (not two equal SHA-256s).
     tamper_manifest(&c, tmp.path(), |m| {
         let e = entry(m, "config.json");
@@ -1282,7 +1278,7 @@ async fn a_cached_snapshot_is_not_rewritten_with_other_bytes() {
     );
     assert_eq!(sha_file(&snap.join("config.json")), before);
     // Where the source cannot be read, the cached snapshot says otherwise.
-    forget_source_commit(tmp.path(), &commit);
+    forget_source(tmp.path());
     let e = brevis_hub::pull(&c, &evil).await.unwrap_err();
     assert!(e.to_string().contains("already holds"), "{e}");
     assert_eq!(sha_file(&snap.join("config.json")), before);
@@ -1364,8 +1360,29 @@ async fn pull_checks_a_mirror_against_its_source() {
         "{:?}",
         left(&tmp.path().join("pw"))
     );
-    // A source that cannot be read is said, and the pull goes on.
-    forget_source_commit(tmp.path(), &commit);
+    // A commit the source (readable here) does not hold: refused too, or
+    // the mirror's bytes would be filed, and refs/main moved, under it.
+    let fake = "0123456789abcdef".repeat(3)[..40].to_string();
+    edit_manifest(&c, "org/evil-brevis", tmp.path(), |m| {
+        m["source"]["commit"] = fake.clone().into();
+    })
+    .await;
+    let e = brevis_hub::pull(&c, &evil).await.unwrap_err();
+    assert!(matches!(e, HubError::Manifest { .. }), "{e}");
+    assert!(
+        e.to_string().contains(&format!("has no commit {fake}")),
+        "{e}"
+    );
+    assert!(left(&cache).is_empty(), "{:?}", left(&cache));
+    let e = verify_main(&c, "org/evil-brevis", &tmp.path().join("vw"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("has no commit"), "{e}");
+    assert!(left(&tmp.path().join("vw")).is_empty());
+    // A source that cannot be read is said, and the pull goes on: here the
+    // endpoint answers for org/model decoded from its mirror (that is the
+    // mirror's word again, not a check).
+    forget_source(tmp.path());
     let said = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let s2 = said.clone();
     let mut opts = pull_opts(&tmp.path().join("hf3"), tmp.path());
@@ -1604,14 +1621,15 @@ async fn always_500(extra: &'static str) -> (String, Arc<std::sync::atomic::Atom
     (url, hits)
 }
 
-/// A 500 is retried (and each retry said), unless the server names the
-/// error: serve's damaged-store 500 carries `x-error-code`, and a pull of
-/// it failed only after ~15 s of retries.
+/// A 500 is retried (and each retry said), unless it is serve's damaged
+/// store object (`x-error-code: StoreDamaged`): a pull of one failed only
+/// after ~15 s of retries. Another code on a 500 may be transient.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_500_is_retried_unless_the_server_names_the_error() {
+async fn a_500_is_retried_unless_it_is_a_damaged_store() {
     use std::sync::atomic::Ordering;
     for (extra, requests, notes) in [
         ("", 4, 3),
+        ("x-error-code: Busy\r\n", 4, 3),
         (
             "x-error-code: StoreDamaged\r\nx-error-message: gone\r\n",
             1,

@@ -240,7 +240,7 @@ type Resp = Response<Body>;
 
 /// `x-error-code` of a 500 for a file whose stored object is missing or of
 /// the wrong size: retrying will not help (clients need not).
-const STORE_DAMAGED: &str = "StoreDamaged";
+pub const STORE_DAMAGED: &str = "StoreDamaged";
 
 fn error(status: StatusCode, code: Option<&str>, msg: &str) -> Resp {
     let mut r = Response::builder()
@@ -555,7 +555,15 @@ struct View {
     private: bool,
     time: u64,
     files: BTreeMap<String, ViewFile>,
+    /// The mirror a source served decoded comes from (said to clients in
+    /// [`DECODED_FROM`]: its listing is that mirror's word, not a source's).
+    decoded_from: Option<String>,
 }
+
+/// Header on a decoded source's answers naming the mirror they come from,
+/// so that a client checking a mirror against its source knows there is
+/// no source here to check against.
+pub const DECODED_FROM: &str = "x-brevis-decoded-from";
 
 /// Where `repo`'s files come from, once the caller may see it.
 enum Served {
@@ -568,6 +576,7 @@ enum Served {
     /// manifest, whose source is `repo`.
     Decoded {
         private: bool,
+        mirror_repo: String,
         mirror: Box<Commit>,
         manifest: Box<Manifest>,
     },
@@ -606,6 +615,7 @@ fn served(st: &State, access: Access, repo: &str) -> std::result::Result<Served,
     }
     Ok(Served::Decoded {
         private,
+        mirror_repo: mirror,
         mirror: Box::new(c),
         manifest: Box::new(manifest),
     })
@@ -634,7 +644,7 @@ fn view(st: &State, access: Access, repo: &str, rev: &str) -> std::result::Resul
             &format!("Invalid rev id: {rev}"),
         )
     };
-    let (private, c, man) = match served(st, access, repo)? {
+    let (private, mirror_repo, c, man) = match served(st, access, repo)? {
         Served::Stored { private } => {
             let c = st
                 .store
@@ -662,16 +672,22 @@ fn view(st: &State, access: Access, repo: &str, rev: &str) -> std::result::Resul
                 private,
                 time: c.time,
                 files,
+                decoded_from: None,
             });
         }
         Served::Decoded {
             private,
+            mirror_repo,
             mirror,
             manifest,
-        } => (private, mirror, manifest),
+        } => (private, mirror_repo, mirror, manifest),
     };
     if rev != man.source.revision && rev != man.source.commit && rev != "main" {
-        return Err(rev_missing());
+        let mut r = rev_missing();
+        if let Ok(v) = HeaderValue::from_str(&mirror_repo) {
+            r.headers_mut().insert(DECODED_FROM, v);
+        }
+        return Err(r);
     }
     let mut files = BTreeMap::new();
     for f in &man.files {
@@ -699,7 +715,20 @@ fn view(st: &State, access: Access, repo: &str, rev: &str) -> std::result::Resul
         private,
         time: c.time,
         files,
+        decoded_from: Some(mirror_repo),
     })
+}
+
+/// `r` with [`DECODED_FROM`] when `v` is a source served decoded.
+fn mark_decoded(mut r: Resp, v: &View) -> Resp {
+    if let Some(m) = v
+        .decoded_from
+        .as_deref()
+        .and_then(|m| HeaderValue::from_str(m).ok())
+    {
+        r.headers_mut().insert(DECODED_FROM, m);
+    }
+    r
 }
 
 /// `GET /api/models/{repo}/refs` (`huggingface_hub`'s `list_repo_refs`):
@@ -769,7 +798,7 @@ fn info(st: &State, access: Access, repo: &str, rev: &str) -> Resp {
         .collect();
     let t = iso_time(v.time);
     let author = v.repo.split('/').next().unwrap_or("");
-    json_resp(
+    let r = json_resp(
         StatusCode::OK,
         &json!({
             "_id": v.sha, "id": v.repo, "modelId": v.repo, "author": author, "sha": v.sha,
@@ -777,7 +806,8 @@ fn info(st: &State, access: Access, repo: &str, rev: &str) -> Resp {
             "gated": false, "downloads": 0, "likes": 0, "tags": [], "siblings": siblings,
             "spaces": [], "usedStorage": v.files.values().map(|f| f.rec.size).sum::<u64>(),
         }),
-    )
+    );
+    mark_decoded(r, &v)
 }
 
 fn tree(
@@ -842,7 +872,7 @@ fn tree(
         .get(start.min(items.len())..end)
         .unwrap_or(&[])
         .to_vec();
-    let mut r = json_resp(StatusCode::OK, &Value::Array(slice));
+    let mut r = mark_decoded(json_resp(StatusCode::OK, &Value::Array(slice)), &v);
     if end < items.len() {
         let path_part = if prefix.is_empty() {
             String::new()
