@@ -98,6 +98,16 @@ impl RepoCache {
         Ok(())
     }
 
+    /// The commit `refs/<revision>` names, if the cache has that ref.
+    pub fn get_ref(&self, revision: &str) -> Result<Option<String>> {
+        check_revision(revision)?;
+        match std::fs::read_to_string(self.root.join("refs").join(revision)) {
+            Ok(s) => Ok(Some(s.trim().to_string())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(HubError::io(self.root.join("refs").join(revision), e)),
+        }
+    }
+
     /// Write `refs/<revision>` = `commit` (atomically). A revision that is
     /// a commit id names no ref: nothing is written (as `huggingface_hub`).
     pub fn set_ref(&self, revision: &str, commit: &str) -> Result<()> {

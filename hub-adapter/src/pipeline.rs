@@ -1242,7 +1242,21 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
         // the mirror at a commit id restores that commit only and moves no
         // ref (an older mirror commit would send `refs/main` back to an
         // older source commit).
-        if !is_commit_id(&opts.revision) {
+        // A source that could not be checked does not move a ref the cache
+        // already has to another commit: offline loads of the repo keep
+        // getting what they got (the restored commit is there by its id).
+        let held = cache.get_ref(&m.source.revision)?;
+        let moves = held.as_deref().is_some_and(|h| h != m.source.commit);
+        if moves && !source_checked {
+            note(&format!(
+                "refs/{} of {} stays at {}: the source could not be checked, so this pull \
+                 does not move it to {} (load that commit by its id)",
+                m.source.revision,
+                m.source.repo,
+                held.as_deref().unwrap_or_default(),
+                m.source.commit
+            ));
+        } else if !is_commit_id(&opts.revision) {
             cache.set_ref(&m.source.revision, &m.source.commit)?;
         }
     }

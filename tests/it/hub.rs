@@ -1384,7 +1384,7 @@ async fn pull_checks_a_mirror_against_its_source() {
     // mirror's word again, not a check).
     forget_source(tmp.path());
     let said = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let s2 = said.clone();
+    let (s2, s3) = (said.clone(), said.clone());
     let mut opts = pull_opts(&tmp.path().join("hf3"), tmp.path());
     opts.notes = Arc::new(move |m: &str| s2.lock().unwrap().push(m.into()));
     let rep = brevis_hub::pull(&c, &opts).await.unwrap();
@@ -1399,6 +1399,21 @@ async fn pull_checks_a_mirror_against_its_source() {
             .any(|m| m.contains("cannot be read") && m.contains("manifest only")),
         "{said:?}"
     );
+    let refs = tmp.path().join("hf3/models--org--model/refs/main");
+    assert_eq!(std::fs::read_to_string(&refs).unwrap(), commit);
+    // Unchecked, it does not move a ref the cache has to another commit
+    // (offline loads of org/model keep what they had); the snapshot is
+    // there by its commit id.
+    let other = "ab".repeat(20);
+    std::fs::write(&refs, &other).unwrap();
+    std::fs::remove_dir_all(tmp.path().join("hf3/models--org--model/snapshots")).unwrap();
+    let rep = brevis_hub::pull(&c, &opts).await.unwrap();
+    assert!(!rep.source_checked);
+    assert_eq!(std::fs::read_to_string(&refs).unwrap(), other);
+    assert_holds_the_seed(&rep.path);
+    assert!(rep.path.ends_with(&commit));
+    let said = s3.lock().unwrap().clone();
+    assert!(said.iter().any(|m| m.contains("stays at")), "{said:?}");
     srv.shutdown().await;
 }
 
