@@ -1417,6 +1417,36 @@ async fn pull_checks_a_mirror_against_its_source() {
     srv.shutdown().await;
 }
 
+/// serve answers for a source decoded from its mirror; a second mirror of
+/// the same source (a filtered copy, or anyone's claim to it) took that
+/// place from the first. The first keeps it while it mirrors the source,
+/// and such answers say which mirror they come from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_mirror_does_not_take_over_a_decoded_source() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, commit) = mirrored(tmp.path()).await;
+    let mut copy = MirrorOptions::new("org/model", tmp.path().join("work")).dest("org/copy-brevis");
+    copy.include = vec!["*.json".into()];
+    brevis_hub::mirror(&c, &c, &copy).await.unwrap();
+    let store = Store::open(&tmp.path().join("store")).unwrap();
+    assert_eq!(
+        store.mirror_of("org/model").as_deref(),
+        Some("org/model-brevis")
+    );
+    // A stored source is no mirror's word.
+    assert_eq!(
+        c.repo_info("org/model", "main").await.unwrap().decoded_from,
+        None
+    );
+    forget_source(tmp.path());
+    let info = c.repo_info("org/model", "main").await.unwrap();
+    assert_eq!(info.decoded_from.as_deref(), Some("org/model-brevis"));
+    assert_eq!(info.sha, commit);
+    // Every file, not the copy's few.
+    assert_eq!(info.siblings.len(), files_under(&seed_dir()).len());
+    srv.shutdown().await;
+}
+
 /// A regular file in a cached snapshot (a copy, where there are no
 /// symlinks) was silently replaced whatever its bytes: pull refuses one
 /// with other bytes, naming it, and keeps one with the same bytes.

@@ -350,17 +350,25 @@ impl Store {
     }
 
     /// Record that `repo` is a mirror of its manifest's source, so the source
-    /// can be served decoded.
+    /// can be served decoded. The first mirror of a source keeps serving it
+    /// while its `main` still mirrors that source: another mirror naming
+    /// the same source (a filtered copy, or anyone's claim) does not take
+    /// its place.
     fn index_mirror(&self, repo: &str, c: &Commit) {
-        let Some(rec) = c.files.get(MANIFEST_NAME) else {
+        let Some(m) = self.manifest_of(repo, c) else {
             return;
         };
-        let Ok(text) = std::fs::read(self.object_path(&rec.sha256)) else {
+        if let Some(prev) = self.mirror_of(&m.source.repo)
+            && prev != repo
+            && self
+                .resolve(&prev, "main")
+                .ok()
+                .flatten()
+                .and_then(|pc| self.manifest_of(&prev, &pc))
+                .is_some_and(|pm| pm.source.repo == m.source.repo)
+        {
             return;
-        };
-        let Ok(m) = Manifest::from_json(&text, repo) else {
-            return;
-        };
+        }
         let p = self
             .root
             .join("sources")
@@ -369,6 +377,13 @@ impl Store {
             &p,
             &serde_json::to_vec(&serde_json::json!({"mirror": repo})).unwrap_or_default(),
         );
+    }
+
+    /// The manifest in commit `c` of `repo`, if it holds a valid one.
+    fn manifest_of(&self, repo: &str, c: &Commit) -> Option<Manifest> {
+        let rec = c.files.get(MANIFEST_NAME)?;
+        let text = std::fs::read(self.object_path(&rec.sha256)).ok()?;
+        Manifest::from_json(&text, repo).ok()
     }
 
     /// The mirror repo that serves `source` decoded, if any.
