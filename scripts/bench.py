@@ -316,6 +316,8 @@ def bench_brevis(binary, files, threads, tmp_base, timeout, extra=()):
         if not outs:
             raise RuntimeError("compress wrote no files")
         res["bytes"] = sum(os.path.getsize(f) for f in outs)
+        # Each input's archive (NAME.brv), for the per-file comparison.
+        res["file_bytes"] = {os.path.basename(f)[:-4]: os.path.getsize(f) for f in outs if f.endswith(".brv")}
         archives = [f for f in outs if f.endswith(".brv")] or outs
         cmd = [binary, "decompress", "-T", str(threads), "-f", "-o", ddir] + archives
         t0 = time.perf_counter()
@@ -433,6 +435,10 @@ def run_model(name, files, args, zipnn, brevis_bin):
                     m["errors"].append(f"{key}: DECODED BYTES DIFFER: {r.get('mismatch')}")
                 acc[key] = {"bytes": r["bytes"], "orig": r["orig_bytes"], "c_s": r["c_s"], "d_s": r["d_s"],
                             "files": len(files), "verified": r["verified"]}
+                for fr in m["files"]:
+                    b = r.get("file_bytes", {}).get(os.path.basename(fr["file"]))
+                    if b is not None:
+                        fr.setdefault(key, {"bytes": b})
             except Exception as e:
                 m["errors"].append(f"{key}: {type(e).__name__}: {e}")
                 log(f"[bench]   {key}: {type(e).__name__}: {e}")
@@ -488,6 +494,22 @@ def totals(results):
     return t
 
 
+def per_file(results, key, others):
+    """Lines saying on how many files `key` is smaller than each of `others`,
+    and the file where it comes closest (or loses)."""
+    L = []
+    for o in others:
+        pairs = [(f[key]["bytes"] / f[o]["bytes"], os.path.basename(f["file"]), m["model"])
+                 for m in results for f in m["files"] if key in f and o in f and f[o].get("bytes")]
+        if not pairs:
+            continue
+        wins = sum(1 for r, _, _ in pairs if r < 1)
+        worst = max(pairs)
+        L.append(f"Per file: Brevis smaller than {o} on {wins} of {len(pairs)} files; closest or worst: "
+                 f"{worst[2]}/{worst[1]} at {worst[0]:.4f} of its size.")
+    return L
+
+
 def tables(results, args):
     rows = results + ([totals(results)] if len(results) > 1 else [])
     ratio_cols = [("order-0 ref", "order0"), ("zstd -3", "zstd-3")]
@@ -504,6 +526,7 @@ def tables(results, args):
                  + " | ".join(cell_ratio(m, k) for _, k in ratio_cols) + " |")
     L.append("")
     L.append("Ratio = compressed / original (smaller is better). '*' = computed over only part of the files.")
+    L += per_file(results, f"brevis-T{args.brevis_threads[0]}", [k for _, k in ratio_cols if k in ("zipnn", "zstd-19")])
     L.append("")
     sp = [("zstd -3 c", "zstd-3", "c_MBps"), ("zstd -3 d", "zstd-3", "d_MBps"),
           ("ZipNN c", "zipnn", "c_MBps"), ("ZipNN d", "zipnn", "d_MBps")]
