@@ -1237,6 +1237,31 @@ async fn quiet_pull_and_mirror_print_nothing() {
     srv.shutdown().await;
 }
 
+/// `org/evil-brevis`: the mirror of another checkpoint (the seed with its
+/// own config.json), its manifest rewritten to claim `org/model` at
+/// `commit` (every hash its own bytes').
+async fn evil_mirror(c: &HubClient, tmp: &Path, commit: &str) {
+    let other = tmp.join("other-seed");
+    for f in files_under(&seed_dir()) {
+        let to = other.join(&f);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(seed_dir().join(&f), to).unwrap();
+    }
+    std::fs::write(other.join("config.json"), b"{\"evil\": true}\n").unwrap();
+    Store::open(&tmp.join("store"))
+        .unwrap()
+        .seed("org/evil", &other)
+        .unwrap();
+    let mut mo = MirrorOptions::new("org/evil", tmp.join("work"));
+    mo.dest = Some("org/evil-brevis".into());
+    brevis_hub::mirror(c, c, &mo).await.unwrap();
+    edit_manifest(c, "org/evil-brevis", tmp, |m| {
+        m["source"]["repo"] = "org/model".into();
+        m["source"]["commit"] = commit.into();
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cached_snapshot_is_not_rewritten_with_other_bytes() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1249,26 +1274,7 @@ async fn a_cached_snapshot_is_not_rewritten_with_other_bytes() {
 
     // A self-consistent mirror claiming the same commit with another
     // config.json: its bytes would replace the cached file.
-    let other = tmp.path().join("other-seed");
-    std::fs::create_dir_all(&other).unwrap();
-    for f in files_under(&seed_dir()) {
-        let to = other.join(&f);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(seed_dir().join(&f), to).unwrap();
-    }
-    std::fs::write(other.join("config.json"), b"{\"evil\": true}\n").unwrap();
-    let store = Store::open(&tmp.path().join("store")).unwrap();
-    store.seed("org/evil", &other).unwrap();
-    let mut mo = MirrorOptions::new("org/evil", tmp.path().join("work"));
-    mo.dest = Some("org/evil-brevis".into());
-    brevis_hub::mirror(&c, &c, &mo).await.unwrap();
-    // Rewrite its manifest to claim org/model at the cached commit (all
-    // hashes stay those of its own bytes).
-    edit_manifest(&c, "org/evil-brevis", tmp.path(), |m| {
-        m["source"]["repo"] = "org/model".into();
-        m["source"]["commit"] = commit.clone().into();
-    })
-    .await;
+    evil_mirror(&c, tmp.path(), &commit).await;
     let evil = PullOptions::new("org/evil-brevis", &cache, tmp.path().join("pw"));
     // The source itself says otherwise.
     let e = brevis_hub::pull(&c, &evil).await.unwrap_err();
@@ -1297,27 +1303,7 @@ async fn pull_checks_a_mirror_against_its_source() {
         .await
         .unwrap();
     assert!(rep.source_checked);
-    // org/evil-brevis: another checkpoint's mirror, its manifest rewritten
-    // to claim org/model at its commit (every hash its own bytes').
-    let other = tmp.path().join("other-seed");
-    for f in files_under(&seed_dir()) {
-        let to = other.join(&f);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(seed_dir().join(&f), to).unwrap();
-    }
-    std::fs::write(other.join("config.json"), b"{\"evil\": true}\n").unwrap();
-    Store::open(&tmp.path().join("store"))
-        .unwrap()
-        .seed("org/evil", &other)
-        .unwrap();
-    let mut mo = MirrorOptions::new("org/evil", tmp.path().join("work"));
-    mo.dest = Some("org/evil-brevis".into());
-    brevis_hub::mirror(&c, &c, &mo).await.unwrap();
-    edit_manifest(&c, "org/evil-brevis", tmp.path(), |m| {
-        m["source"]["repo"] = "org/model".into();
-        m["source"]["commit"] = commit.clone().into();
-    })
-    .await;
+    evil_mirror(&c, tmp.path(), &commit).await;
     let cache = tmp.path().join("hf2");
     let evil = PullOptions::new("org/evil-brevis", &cache, tmp.path().join("pw"));
     let e = brevis_hub::pull(&c, &evil).await.unwrap_err();
