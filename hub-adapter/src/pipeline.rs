@@ -1032,26 +1032,22 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
         }
     };
     // The manifest against the source itself, before anything is written.
-    let source_checked = match check_source(client, &m, &chosen, &opts.repo).await {
-        Ok(SourceCheck::Read(d)) if d.is_empty() => true,
-        Ok(SourceCheck::Read(d)) => {
+    let checked = match check_source(client, &m, &chosen, &opts.repo).await {
+        Ok(c) => c,
+        Err(e) => {
             let _ = std::fs::remove_dir_all(&work);
-            let (path, claim, held) = &d[0];
-            let more = match d.len() {
-                1 => String::new(),
-                n => format!(" (and {} more file(s))", n - 1),
-            };
-            return Err(HubError::Manifest {
-                repo: opts.repo.clone(),
-                reason: format!(
-                    "its manifest says {path} of {}@{} is {claim}, but the source holds \
-                     {held}{more}: this mirror does not restore that commit, and nothing was \
-                     written",
-                    m.source.repo, m.source.commit
-                ),
-            });
+            return Err(e);
         }
-        Ok(SourceCheck::Unread(why)) => {
+    };
+    if let Some(reason) = checked.refusal(&m) {
+        let _ = std::fs::remove_dir_all(&work);
+        return Err(HubError::Manifest {
+            repo: opts.repo.clone(),
+            reason: format!("{reason}, and nothing was written"),
+        });
+    }
+    let source_checked = match &checked {
+        SourceCheck::Unread(why) => {
             note(&format!(
                 "{}@{} cannot be read here ({why}): {}'s files are checked against its \
                  manifest only",
@@ -1061,10 +1057,7 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
             ));
             false
         }
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&work);
-            return Err(e);
-        }
+        _ => true,
     };
     let mut report = PullReport {
         mirror_repo: opts.repo.clone(),
@@ -1238,26 +1231,47 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
             clean_stale_temps(&cache.snapshot_path(&m.source.commit, &f.path)?);
             cache.link(&m.source.commit, &f.path, f.etag())?;
         }
-        // Refs follow branches, as `huggingface_hub` writes them: a pull of
-        // the mirror at a commit id restores that commit only and moves no
-        // ref (an older mirror commit would send `refs/main` back to an
-        // older source commit).
-        // A source that could not be checked does not move a ref the cache
-        // already has to another commit: offline loads of the repo keep
-        // getting what they got (the restored commit is there by its id).
-        let held = cache.get_ref(&m.source.revision)?;
-        let moves = held.as_deref().is_some_and(|h| h != m.source.commit);
-        if moves && !source_checked {
-            note(&format!(
-                "refs/{} of {} stays at {}: the source could not be checked, so this pull \
-                 does not move it to {} (load that commit by its id)",
-                m.source.revision,
-                m.source.repo,
-                held.as_deref().unwrap_or_default(),
-                m.source.commit
-            ));
-        } else if !is_commit_id(&opts.revision) {
-            cache.set_ref(&m.source.revision, &m.source.commit)?;
+        // A ref names what the source's revision is now: it is set (or
+        // moved) only where the endpoint says the source's revision is at
+        // this commit, and one the cache has is moved to another commit
+        // only by a source that was checked. An older mirror, or a source
+        // that cannot be read here, leaves it alone: the restored commit
+        // loads by its id. (Refs follow branches, as `huggingface_hub`
+        // writes them: a pull of the mirror at a commit id moves no ref.)
+        if !is_commit_id(&opts.revision) {
+            let now = client
+                .repo_info(&m.source.repo, &m.source.revision)
+                .await
+                .map(|i| i.sha);
+            let held = cache.get_ref(&m.source.revision)?;
+            let moves = held.as_deref().is_some_and(|h| h != m.source.commit);
+            match now {
+                Ok(sha) if sha == m.source.commit && !(moves && !source_checked) => {
+                    cache.set_ref(&m.source.revision, &m.source.commit)?;
+                }
+                Ok(sha) if sha == m.source.commit => note(&format!(
+                    "refs/{} of {} stays at {}: the source could not be checked, so this pull \
+                     does not move it to {} (load that commit by its id)",
+                    m.source.revision,
+                    m.source.repo,
+                    held.as_deref().unwrap_or_default(),
+                    m.source.commit
+                )),
+                other => note(&format!(
+                    "refs/{} of {} is not set to {}: {} (load that commit by its id)",
+                    m.source.revision,
+                    m.source.repo,
+                    &m.source.commit[..12],
+                    match other {
+                        Ok(sha) =>
+                            format!("the source's {} is at {}", m.source.revision, &sha[..12]),
+                        Err(e) => format!(
+                            "the source's {} cannot be read here ({e})",
+                            m.source.revision
+                        ),
+                    }
+                )),
+            }
         }
     }
     note(&format!(
@@ -1280,6 +1294,40 @@ enum SourceCheck {
     /// There is no source repo to read on this endpoint (private, gone, on
     /// another Hub, or served decoded from a mirror): why.
     Unread(String),
+    /// The source repo is on this endpoint but has no such commit: the
+    /// mirror names a commit its source does not hold (a false claim, or
+    /// the source's history was rewritten).
+    NoCommit,
+}
+
+impl SourceCheck {
+    /// Why the mirror `mirror` (of `m`) does not restore its source's
+    /// commit, if it does not: where the source holds `files` otherwise, or
+    /// lacks the commit.
+    fn refusal(&self, m: &Manifest) -> Option<String> {
+        let src = &m.source;
+        match self {
+            SourceCheck::Read(d) if !d.is_empty() => {
+                let (path, claim, held) = &d[0];
+                let more = match d.len() {
+                    1 => String::new(),
+                    n => format!(" (and {} more file(s))", n - 1),
+                };
+                Some(format!(
+                    "its manifest says {path} of {}@{} is {claim}, but the source holds \
+                     {held}{more}: this mirror does not restore that commit",
+                    src.repo, src.commit
+                ))
+            }
+            SourceCheck::NoCommit => Some(format!(
+                "its source {} is on this endpoint but has no commit {}: the mirror names a \
+                 commit its source does not hold (a false claim, or the source's history \
+                 was rewritten)",
+                src.repo, src.commit
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// Check what the mirror `mirror`'s manifest says of `files` against the
@@ -1303,6 +1351,16 @@ async fn check_source(
         HubError::Http { status, .. } => *status < 500 && *status != 429,
         _ => false,
     };
+    // An error reading the source (5xx, 429, the network) fails the check
+    // rather than skipping it, and says what was being checked.
+    let context = |e: HubError| HubError::Manifest {
+        repo: mirror.into(),
+        reason: format!(
+            "checking it against its source {}@{}: {e}",
+            src.repo,
+            &src.commit[..12]
+        ),
+    };
     let decoded = |from: &str| {
         SourceCheck::Unread(format!(
             "this endpoint serves it decoded from the mirror {from}, not from a source repo"
@@ -1316,25 +1374,21 @@ async fn check_source(
         }
         Err(HubError::RevisionNotFound { .. }) => {
             return match client.repo_info(&src.repo, "main").await {
-                Ok(info) if info.decoded_from.is_some() => {
-                    Ok(decoded(info.decoded_from.as_deref().unwrap_or_default()))
-                }
-                Err(e) if unread(&e) => Ok(SourceCheck::Unread(e.to_string())),
-                _ => Err(HubError::Manifest {
-                    repo: mirror.into(),
-                    reason: format!(
-                        "its source {} is on this endpoint but has no commit {}: the mirror \
-                         names a commit its source does not hold (a false claim, or the \
-                         source's history was rewritten), and nothing was written",
-                        src.repo, src.commit
-                    ),
+                Ok(info) => Ok(match info.decoded_from {
+                    Some(from) => decoded(&from),
+                    None => SourceCheck::NoCommit,
                 }),
+                Err(e) if unread(&e) => Ok(SourceCheck::Unread(e.to_string())),
+                Err(e) => Err(context(e)),
             };
         }
         Err(e) if unread(&e) => return Ok(SourceCheck::Unread(e.to_string())),
-        Err(e) => return Err(e),
+        Err(e) => return Err(context(e)),
     }
-    let tree = client.list_files(&src.repo, &src.commit).await?;
+    let tree = client
+        .list_files(&src.repo, &src.commit)
+        .await
+        .map_err(context)?;
     let by_path: HashMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
     let mut out = Vec::new();
     for f in files {
@@ -1611,21 +1665,30 @@ pub async fn verify_mirror(
     let _lock = lock_work(work_dir, &work_name, &quiet_notes()).await?;
     let work = work_dir.join(&work_name);
     std::fs::create_dir_all(&work).map_err(|e| HubError::io(&work, e))?;
-    let m = fetch_manifest(client, repo, &info.sha, &work)
+    // The work folder goes whatever happens.
+    let r = verify_in(client, repo, &info.sha, &work, threads, progress).await;
+    let _ = std::fs::remove_dir_all(&work);
+    r
+}
+
+/// [`verify_mirror`] of `repo` at commit `sha`, in the work folder `work`.
+async fn verify_in(
+    client: &HubClient,
+    repo: &str,
+    sha: &str,
+    work: &Path,
+    threads: usize,
+    progress: Arc<dyn ProgressSink>,
+) -> Result<VerifyReport> {
+    let m = fetch_manifest(client, repo, sha, work)
         .await?
         .ok_or_else(|| HubError::Manifest {
             repo: repo.into(),
             reason: format!("no {MANIFEST_NAME}: not a Brevis mirror"),
         })?;
     let all: Vec<&FileEntry> = m.files.iter().collect();
-    let checked = match check_source(client, &m, &all, repo).await {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&work);
-            return Err(e);
-        }
-    };
-    let tree = client.list_files(repo, &info.sha).await?;
+    let checked = check_source(client, &m, &all, repo).await?;
+    let tree = client.list_files(repo, sha).await?;
     let remote: BTreeMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
     let mut dl = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -1649,7 +1712,7 @@ pub async fn verify_mirror(
     // One that could not be fetched at all is reported on its row too
     // (status `error`), so every file has a row whatever happened.
     let mut bad_download: HashMap<String, (&'static str, String)> = HashMap::new();
-    let outcomes = client.download_each(repo, &info.sha, &dl, progress).await;
+    let outcomes = client.download_each(repo, sha, &dl, progress).await;
     for ((archive, _, _), r) in dl.iter().zip(outcomes) {
         match r {
             Ok(_) => {}
@@ -1662,7 +1725,7 @@ pub async fn verify_mirror(
         }
     }
     write_atomic(&work.join(MANIFEST_NAME), m.to_json().as_bytes())?;
-    let w2 = work.clone();
+    let w2 = work.to_path_buf();
     let mut rep = blocking(move || verify_local(&w2, threads)).await?;
     rep.target = repo.to_string();
     let disagree = match checked {
@@ -1671,6 +1734,19 @@ pub async fn verify_mirror(
             d
         }
         SourceCheck::Unread(_) => Vec::new(),
+        // Every file: none restores a commit the source does not hold.
+        SourceCheck::NoCommit => {
+            rep.source_checked = true;
+            let why = format!(
+                "the source {} has no commit {}",
+                rep.source.repo, rep.source.commit
+            );
+            for e in &mut rep.files {
+                e.status = "mismatch".into();
+                e.detail = Some(why.clone());
+            }
+            Vec::new()
+        }
     };
     // A file the source holds otherwise is a mismatch whatever it decodes
     // to: the mirror does not restore the commit it names.
@@ -1693,13 +1769,81 @@ pub async fn verify_mirror(
         }
     }
     rep.ok = rep.files.iter().all(|e| e.status == "ok");
-    let _ = std::fs::remove_dir_all(&work);
     Ok(rep)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A manifest of one file of `org/model` at commit `commit`.
+    fn manifest(commit: &str) -> Manifest {
+        let m = serde_json::json!({
+            "manifest_version": 1, "tool": "t", "format_version": 1,
+            "source": {"repo": "org/model", "revision": "main", "commit": commit},
+            "files": [{"path": "a.bin", "size": 1, "sha256": "d".repeat(64), "git_oid": "e".repeat(40),
+                       "lfs": true, "encoding": "identity", "archive": "a.bin", "archive_size": 1}]
+        });
+        Manifest::from_json(m.to_string().as_bytes(), "t").unwrap()
+    }
+
+    /// A source the endpoint cannot answer for now (5xx, 429) fails the
+    /// check, naming what was checked, where it had been skipped as if the
+    /// source were private; a 404 is a source not here.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_source_that_fails_to_answer_fails_the_check() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        for (status, unread) in [
+            ("503 Service Unavailable", false),
+            ("429 Too Many Requests", false),
+            ("404 Not Found", true),
+        ] {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}", l.local_addr().unwrap());
+            tokio::spawn(async move {
+                while let Ok((mut s, _)) = l.accept().await {
+                    tokio::spawn(async move {
+                        let mut buf = vec![0u8; 4096];
+                        while let Ok(n) = s.read(&mut buf).await {
+                            if n == 0 {
+                                break;
+                            }
+                            let r = format!("HTTP/1.1 {status}\r\ncontent-length: 2\r\n\r\n{{}}");
+                            if s.write_all(r.as_bytes()).await.is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+            });
+            let client = HubClient::new(&url, None).unwrap().with_retry(
+                crate::client::RetryPolicy::default()
+                    .max_retries(1)
+                    .base_delay(std::time::Duration::from_millis(1)),
+            );
+            let m = manifest(&"c".repeat(40));
+            let files: Vec<&FileEntry> = m.files.iter().collect();
+            let r = check_source(&client, &m, &files, "org/model-brevis").await;
+            match r {
+                Ok(SourceCheck::Unread(_)) => assert!(unread, "{status}: skipped"),
+                Err(e) => {
+                    assert!(!unread, "{status}: {e}");
+                    assert!(
+                        e.to_string()
+                            .contains("checking it against its source org/model@"),
+                        "{e}"
+                    );
+                }
+                Ok(_) => panic!("{status}: checked"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_manifest_commit_id_is_lower_case() {
+        let m = manifest(&"ABCDEF0123".repeat(4));
+        assert_eq!(m.source.commit, "abcdef0123".repeat(4));
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn work_locks_are_removed_and_a_waiter_takes_a_live_one() {

@@ -1360,10 +1360,18 @@ async fn pull_checks_a_mirror_against_its_source() {
         "{e}"
     );
     assert!(left(&cache).is_empty(), "{:?}", left(&cache));
-    let e = verify_main(&c, "org/evil-brevis", &tmp.path().join("vw"))
+    // verify: every file a mismatch (exit 1), none restores that commit.
+    let v = verify_main(&c, "org/evil-brevis", &tmp.path().join("vw"))
         .await
-        .unwrap_err();
-    assert!(e.to_string().contains("has no commit"), "{e}");
+        .unwrap();
+    assert!(!v.ok && v.source_checked);
+    assert!(
+        v.files
+            .iter()
+            .all(|f| f.status == "mismatch"
+                && f.detail.as_deref().unwrap().contains("has no commit")),
+        "{v:?}"
+    );
     assert!(left(&tmp.path().join("vw")).is_empty());
     // A source that cannot be read is said, and the pull goes on: here the
     // endpoint answers for org/model decoded from its mirror (that is the
@@ -1403,6 +1411,49 @@ async fn pull_checks_a_mirror_against_its_source() {
     srv.shutdown().await;
 }
 
+/// Any mirror could set refs: an older one (the source has moved on) sent
+/// `refs/main` back, and a manifest naming a revision the source does not
+/// have made a ref of it. A ref is set only where the source's revision is
+/// at the mirror's commit; the snapshot is there by its commit id anyway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_sets_a_ref_only_where_the_source_is_at_its_commit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, c1) = mirrored(tmp.path()).await;
+    commit_file(&c, "org/model", "main", "notes.txt", b"later\n", tmp.path()).await;
+    let c2 = c.repo_info("org/model", "main").await.unwrap().sha;
+    assert_ne!(c1, c2);
+    let refs = |cache: &Path, name: &str| {
+        std::fs::read_to_string(cache.join("models--org--model/refs").join(name)).ok()
+    };
+    // The mirror (of c1) into an empty cache: c1 restored, no ref.
+    let fresh = tmp.path().join("hf1");
+    let rep = brevis_hub::pull(&c, &pull_opts(&fresh, tmp.path()))
+        .await
+        .unwrap();
+    assert!(rep.source_checked && rep.path.ends_with(&c1));
+    assert_holds_the_seed(&rep.path);
+    assert_eq!(refs(&fresh, "main"), None);
+    // A cache whose main is c2 keeps it.
+    let held = tmp.path().join("hf2");
+    std::fs::create_dir_all(held.join("models--org--model/refs")).unwrap();
+    std::fs::write(held.join("models--org--model/refs/main"), &c2).unwrap();
+    brevis_hub::pull(&c, &pull_opts(&held, tmp.path()))
+        .await
+        .unwrap();
+    assert_eq!(refs(&held, "main").as_deref(), Some(c2.as_str()));
+    // A revision the source does not have makes no ref.
+    edit_manifest(&c, "org/model-brevis", tmp.path(), |m| {
+        m["source"]["revision"] = "v9".into();
+    })
+    .await;
+    let other = tmp.path().join("hf3");
+    brevis_hub::pull(&c, &pull_opts(&other, tmp.path()))
+        .await
+        .unwrap();
+    assert_eq!(refs(&other, "v9"), None);
+    srv.shutdown().await;
+}
+
 /// serve answers for a source decoded from its mirror; a second mirror of
 /// the same source (a filtered copy, or anyone's claim to it) took that
 /// place from the first. The first keeps it while it mirrors the source,
@@ -1430,6 +1481,18 @@ async fn a_second_mirror_does_not_take_over_a_decoded_source() {
     assert_eq!(info.sha, commit);
     // Every file, not the copy's few.
     assert_eq!(info.siblings.len(), files_under(&seed_dir()).len());
+    // A mirror naming a stored repo in another case does not stand for it.
+    edit_manifest(&c, "org/copy-brevis", tmp.path(), |m| {
+        m["source"]["repo"] = "ORG/Copy".into();
+    })
+    .await;
+    assert!(c.repo_info("ORG/Copy", "main").await.is_ok());
+    edit_manifest(&c, "org/copy-brevis", tmp.path(), |m| {
+        m["source"]["repo"] = "ORG/model-Brevis".into();
+    })
+    .await;
+    let e = c.repo_info("ORG/model-Brevis", "main").await.unwrap_err();
+    assert!(matches!(e, HubError::RepoNotFound { .. }), "{e}");
     srv.shutdown().await;
 }
 

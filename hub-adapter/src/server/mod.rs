@@ -596,6 +596,12 @@ fn served(st: &State, access: Access, repo: &str) -> std::result::Result<Served,
         }
         return Ok(Served::Stored { private });
     }
+    // A source name that is a stored repo's in another case is not served
+    // decoded: a mirror naming `ORG/model` would stand for `org/model`
+    // where the HF cache's folders are case-insensitive (macOS).
+    if st.store.stored_in_other_case(repo) {
+        return Err(repo_not_found());
+    }
     let mirror = st.store.mirror_of(repo).ok_or_else(repo_not_found)?;
     let private = st.store.repo_private(&mirror).ok_or_else(repo_not_found)?;
     if hidden(private) {

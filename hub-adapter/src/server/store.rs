@@ -208,6 +208,33 @@ impl Store {
         Ok(self.root.join("models").join(repo))
     }
 
+    /// Whether a repo is stored under this id in another case (repo ids are
+    /// case-insensitive on the Hub).
+    pub fn stored_in_other_case(&self, repo: &str) -> bool {
+        let Some((org, name)) = repo.split_once('/') else {
+            return false;
+        };
+        let entries = |d: &Path| {
+            std::fs::read_dir(d)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
+        let models = self.root.join("models");
+        entries(&models)
+            .iter()
+            .filter(|o| o.eq_ignore_ascii_case(org))
+            .any(|o| {
+                entries(&models.join(o)).iter().any(|n| {
+                    n.eq_ignore_ascii_case(name)
+                        && (o != org || n != name)
+                        && models.join(o).join(n).join("repo.json").exists()
+                })
+            })
+    }
+
     /// Whether a repo exists; `Some(private)` when it does.
     pub fn repo_private(&self, repo: &str) -> Option<bool> {
         let p = self.repo_dir(repo).ok()?.join("repo.json");
