@@ -1246,7 +1246,7 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
             let held = cache.get_ref(&m.source.revision)?;
             let moves = held.as_deref().is_some_and(|h| h != m.source.commit);
             match now {
-                Ok(sha) if sha == m.source.commit && !(moves && !source_checked) => {
+                Ok(sha) if sha == m.source.commit && (source_checked || !moves) => {
                     cache.set_ref(&m.source.revision, &m.source.commit)?;
                 }
                 Ok(sha) if sha == m.source.commit => note(&format!(
