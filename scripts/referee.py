@@ -5,9 +5,11 @@ B the mirror) and sets HF_ENDPOINT to A and HF_HUB_DISABLE_XET=1.
 
   (a) create_repo + upload_folder of a real model to A
   (b) snapshot_download it back, compare SHA-256
-  (c) brevis-hub mirror A -> B, brevis-hub pull into a fresh HF cache, then load
-      the source repo from that cache with HF_HUB_OFFLINE=1 (hf_hub_download
-      and safetensors safe_open) in a fresh interpreter
+  (c) brevis-hub mirror A -> B, brevis-hub pull (and verify) from B with the
+      manifest checked against the source on A (--source-endpoint; both must
+      report source_checked), then load the source repo from that cache with
+      HF_HUB_OFFLINE=1 (hf_hub_download and safetensors safe_open) in a fresh
+      interpreter
   (d) hf_hub_download / snapshot_download of the source repo from B, which
       serves the mirror decoded on the fly
   (e) list_repo_refs of the source on A, and of the mirror and the decoded
@@ -153,17 +155,24 @@ def main():
         penv = dict(env)
         penv["HF_ENDPOINT"] = dst_ep
         t = time.time()
+        # The mirror is on B, its source on A: both check the mirror's
+        # manifest against the source there.
         p = subprocess.run(
-            [args.bin, "pull", mirror, "--cache-dir", str(cache), "--json"],
+            [args.bin, "pull", mirror, "--cache-dir", str(cache), "--json", "--source-endpoint", src_ep],
             env=penv, capture_output=True, text=True,
         )
         if p.returncode != 0:
             raise AssertionError(f"pull exit {p.returncode}: {p.stderr[-2000:]}")
         pull = json.loads(p.stdout)
         pull_secs = time.time() - t
-        v = subprocess.run([args.bin, "verify", mirror, "--json"], env=penv, capture_output=True, text=True)
+        if pull.get("source_checked") is not True:
+            raise AssertionError(f"pull did not check the source at {src_ep}: {pull}")
+        v = subprocess.run([args.bin, "verify", mirror, "--json", "--source-endpoint", src_ep],
+                           env=penv, capture_output=True, text=True)
         if v.returncode != 0:
             raise AssertionError(f"verify exit {v.returncode}: {v.stdout[-1000:]} {v.stderr[-1000:]}")
+        if json.loads(v.stdout).get("source_checked") is not True:
+            raise AssertionError(f"verify did not check the source at {src_ep}: {v.stdout[-1000:]}")
         oenv = dict(os.environ)
         oenv["HF_HUB_OFFLINE"] = "1"
         oenv.pop("HF_ENDPOINT", None)

@@ -47,10 +47,13 @@ impl HubArgs {
 
     /// A client for another endpoint with its own token: `--token` is never
     /// sent anywhere but `--endpoint`, unless `endpoint` is the same one.
+    /// `opt` names the other token's option and `role` the other endpoint
+    /// (for the message when a token is refused).
     fn client_for(
         &self,
         endpoint: Option<&str>,
         token: Option<&str>,
+        (opt, role): (&str, &str),
         ui: &Ui,
     ) -> Result<HubClient> {
         let same = |e: &str| e.trim_end_matches('/') == self.endpoint().trim_end_matches('/');
@@ -61,22 +64,50 @@ impl HubArgs {
         };
         // A refused token names the option it came from.
         let (token, hint) = match (token, shared) {
-            (Some(t), _) => (Some(t), "--to-token / BREVIS_TO_TOKEN"),
+            (Some(t), _) => (Some(t), opt.to_string()),
             (None, true) => (
                 self.token.as_deref(),
-                "HF_TOKEN / --token (or --to-token / BREVIS_TO_TOKEN for the destination)",
+                format!("HF_TOKEN / --token (or {opt} for {role})"),
             ),
             (None, false) => (
                 None,
-                "--to-token / BREVIS_TO_TOKEN (the destination's token: --token goes to \
-                 --endpoint only)",
+                format!("{opt} ({role}'s token: --token goes to --endpoint only)"),
             ),
         };
         Ok(HubClient::new(endpoint, token.map(String::from))?
             .with_concurrency(self.jobs)
             .with_notes(notes(ui))
-            .with_token_hint(hint))
+            .with_token_hint(&hint))
     }
+
+    /// The client for the source repos of mirrors (`--source-endpoint`,
+    /// default `--endpoint`).
+    pub fn source_client(&self, src: &SourceArgs, ui: &Ui) -> Result<HubClient> {
+        self.client_for(
+            src.source_endpoint.as_deref().filter(|e| !e.is_empty()),
+            src.source_token.as_deref(),
+            (
+                "--source-token / BREVIS_SOURCE_TOKEN",
+                "the source endpoint",
+            ),
+            ui,
+        )
+    }
+}
+
+/// Where the source repos of mirrors are, for pull and verify's check of a
+/// mirror's manifest against its source.
+#[derive(Args, Debug)]
+pub struct SourceArgs {
+    /// Endpoint holding the mirrors' source repos (default --endpoint):
+    /// e.g. `https://huggingface.co` for a mirror kept on another Hub.
+    #[arg(long)]
+    pub source_endpoint: Option<String>,
+    /// Token for --source-endpoint only (--token / HF_TOKEN goes to
+    /// --endpoint only; when the two endpoints are the same and this is
+    /// not given, --token serves both).
+    #[arg(long, env = "BREVIS_SOURCE_TOKEN", hide_env_values = true)]
+    pub source_token: Option<String>,
 }
 
 /// Where a Hub command keeps its downloads in flight (and `mirror` its
@@ -169,7 +200,7 @@ pub struct FileFilter {
 /// Download a mirror and restore the originals into the HF cache.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub pull org/model-brevis                  # into the HF cache as org/model\n  HF_HUB_OFFLINE=1 python -c \"from transformers import AutoModel; AutoModel.from_pretrained('org/model')\"\n  brevis-hub pull org/model-brevis --local-dir ./model\n  brevis-hub pull org/model-brevis --work-dir /tmp/brevis-work   # $HF_HOME may be read-only (with --cache-dir or --local-dir elsewhere)"
+    after_help = "Examples:\n  brevis-hub pull org/model-brevis                  # into the HF cache as org/model\n  HF_HUB_OFFLINE=1 python -c \"from transformers import AutoModel; AutoModel.from_pretrained('org/model')\"\n  brevis-hub pull org/model-brevis --local-dir ./model\n  brevis-hub pull org/model-brevis --work-dir /tmp/brevis-work   # $HF_HOME may be read-only (with --cache-dir or --local-dir elsewhere)\n  brevis-hub pull me/model-brevis --endpoint https://hub.example --source-endpoint https://huggingface.co\n\nThe mirror's manifest is checked against its source repo (at --source-endpoint,\ndefault --endpoint) before anything is written; a source that cannot be read there\nis said, and refs are then left as they are."
 )]
 pub struct PullArgs {
     /// Mirror repo, `owner/model-brevis`.
@@ -179,6 +210,8 @@ pub struct PullArgs {
     pub revision: String,
     #[command(flatten)]
     pub hub: HubArgs,
+    #[command(flatten)]
+    pub source: SourceArgs,
     /// HF cache folder (default `$HF_HUB_CACHE`, `$HF_HOME/hub`, `~/.cache/huggingface/hub`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
@@ -252,9 +285,12 @@ fn print_json(v: &impl serde::Serialize) -> Result<()> {
 
 pub fn mirror(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
     let src = a.hub.client(ui)?;
-    let dst = a
-        .hub
-        .client_for(a.to_endpoint.as_deref(), a.to_token.as_deref(), ui)?;
+    let dst = a.hub.client_for(
+        a.to_endpoint.as_deref(),
+        a.to_token.as_deref(),
+        ("--to-token / BREVIS_TO_TOKEN", "the destination"),
+        ui,
+    )?;
     let mut opts = MirrorOptions::new(a.src.clone(), a.work.path())
         .revision(a.revision.clone())
         .progress(Arc::new(ui.sink()))
@@ -358,6 +394,7 @@ pub fn pull(a: PullArgs, ui: &Ui) -> Result<Outcome> {
     opts.threads = a.threads;
     opts.progress = Arc::new(ui.sink());
     opts.notes = notes(ui);
+    opts.source = Some(a.hub.source_client(&a.source, ui)?);
     let started = std::time::Instant::now();
     let rep = runtime()?
         .block_on(brevis_hub::pull(&client, &opts))
@@ -460,14 +497,14 @@ async fn wait_for_signal() {
 pub fn verify_mirrors(
     targets: &[String],
     revision: &str,
-    hub: &HubArgs,
+    (hub, source): (&HubArgs, &SourceArgs),
     work: &WorkDirArg,
     threads: usize,
     json: bool,
     ui: &Ui,
 ) -> Result<Outcome> {
     let mut results: Vec<(String, Result<brevis_hub::VerifyReport>)> = Vec::new();
-    let mut client: Option<HubClient> = None;
+    let mut client: Option<(HubClient, HubClient)> = None;
     let mut rt: Option<tokio::runtime::Runtime> = None;
     for target in targets {
         let path = std::path::Path::new(target);
@@ -476,16 +513,17 @@ pub fn verify_mirrors(
         } else {
             (|| {
                 if client.is_none() {
-                    client = Some(hub.client(ui)?);
+                    client = Some((hub.client(ui)?, hub.source_client(source, ui)?));
                 }
                 if rt.is_none() {
                     rt = Some(runtime()?);
                 }
-                let (Some(c), Some(rt)) = (&client, &rt) else {
+                let (Some((c, src)), Some(rt)) = (&client, &rt) else {
                     anyhow::bail!("no client");
                 };
-                rt.block_on(brevis_hub::verify_mirror(
+                rt.block_on(brevis_hub::verify_mirror_against(
                     c,
+                    src,
                     target,
                     revision,
                     &work.path(),

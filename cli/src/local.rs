@@ -106,6 +106,9 @@ pub struct VerifyArgs {
     /// Where remote mirrors are (--endpoint / HF_ENDPOINT, --token / HF_TOKEN).
     #[command(flatten)]
     pub hub: crate::hub_cmds::HubArgs,
+    /// Where their source repos are (default: with the mirrors).
+    #[command(flatten)]
+    pub source: crate::hub_cmds::SourceArgs,
     /// Where remote mirrors are downloaded to be checked.
     #[command(flatten)]
     pub work: crate::hub_cmds::WorkDirArg,
@@ -867,7 +870,7 @@ pub fn verify(a: VerifyArgs, ui: &Ui) -> Result<Outcome> {
         return crate::hub_cmds::verify_mirrors(
             &a.targets,
             &a.revision,
-            &a.hub,
+            (&a.hub, &a.source),
             &a.work,
             a.threads,
             a.json,

@@ -55,6 +55,6 @@ pub use error::{HubError, Result};
 pub use manifest::{Encoding, FileEntry, Manifest};
 pub use pipeline::{
     MirrorOptions, MirrorReport, PullOptions, PullReport, VerifyEntry, VerifyReport, mirror, pull,
-    verify_local, verify_mirror,
+    verify_local, verify_mirror, verify_mirror_against,
 };
 pub use server::{RunningServer, ServerOptions};

@@ -940,6 +940,10 @@ pub struct PullOptions {
     pub progress: Arc<dyn ProgressSink>,
     /// Status lines.
     pub notes: Notes,
+    /// The endpoint holding the source repo the mirror's manifest is
+    /// checked against, and whose revision refs follow (default: the
+    /// mirror's endpoint).
+    pub source: Option<HubClient>,
 }
 
 impl PullOptions {
@@ -960,6 +964,7 @@ impl PullOptions {
             threads: 0,
             progress: Arc::new(NoProgress),
             notes: quiet_notes(),
+            source: None,
         }
     }
 }
@@ -1032,7 +1037,8 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
         }
     };
     // The manifest against the source itself, before anything is written.
-    let checked = match check_source(client, &m, &chosen, &opts.repo).await {
+    let source = opts.source.as_ref().unwrap_or(client);
+    let checked = match check_source(source, &m, &chosen, &opts.repo).await {
         Ok(c) => c,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&work);
@@ -1239,7 +1245,7 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
         // loads by its id. (Refs follow branches, as `huggingface_hub`
         // writes them: a pull of the mirror at a commit id moves no ref.)
         if !is_commit_id(&opts.revision) {
-            let now = client
+            let now = source
                 .repo_info(&m.source.repo, &m.source.revision)
                 .await
                 .map(|i| i.sha);
@@ -1659,6 +1665,20 @@ pub async fn verify_mirror(
     threads: usize,
     progress: Arc<dyn ProgressSink>,
 ) -> Result<VerifyReport> {
+    verify_mirror_against(client, client, repo, revision, work_dir, threads, progress).await
+}
+
+/// [`verify_mirror`], checking the manifest against the source repo on the
+/// endpoint of `source`.
+pub async fn verify_mirror_against(
+    client: &HubClient,
+    source: &HubClient,
+    repo: &str,
+    revision: &str,
+    work_dir: &Path,
+    threads: usize,
+    progress: Arc<dyn ProgressSink>,
+) -> Result<VerifyReport> {
     check_repo_id(repo)?;
     let info = client.repo_info(repo, revision).await?;
     let work_name = format!("verify-{}-{}", safe_name(repo), &info.sha[..12]);
@@ -1666,7 +1686,7 @@ pub async fn verify_mirror(
     let work = work_dir.join(&work_name);
     std::fs::create_dir_all(&work).map_err(|e| HubError::io(&work, e))?;
     // The work folder goes whatever happens.
-    let r = verify_in(client, repo, &info.sha, &work, threads, progress).await;
+    let r = verify_in(client, source, repo, &info.sha, &work, threads, progress).await;
     let _ = std::fs::remove_dir_all(&work);
     r
 }
@@ -1674,6 +1694,7 @@ pub async fn verify_mirror(
 /// [`verify_mirror`] of `repo` at commit `sha`, in the work folder `work`.
 async fn verify_in(
     client: &HubClient,
+    source: &HubClient,
     repo: &str,
     sha: &str,
     work: &Path,
@@ -1687,7 +1708,7 @@ async fn verify_in(
             reason: format!("no {MANIFEST_NAME}: not a Brevis mirror"),
         })?;
     let all: Vec<&FileEntry> = m.files.iter().collect();
-    let checked = check_source(client, &m, &all, repo).await?;
+    let checked = check_source(source, &m, &all, repo).await?;
     let tree = client.list_files(repo, sha).await?;
     let remote: BTreeMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
     let mut dl = Vec::new();

@@ -1454,6 +1454,61 @@ async fn a_mirror_sets_a_ref_only_where_the_source_is_at_its_commit() {
     srv.shutdown().await;
 }
 
+/// A mirror kept on another Hub than its source: on the mirror's Hub alone
+/// the source is only the mirror's own word, so pull and verify check it
+/// against the source's Hub (`--source-endpoint`), and refs follow that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_on_another_hub_is_checked_against_the_source_hub() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src_srv = serve_seed(&tmp.path().join("src")).await;
+    let dst_srv = serve(&tmp.path().join("dst"), &[], |o| o).await;
+    let (src, dst) = (client(&src_srv.url(), None), client(&dst_srv.url(), None));
+    let opts = MirrorOptions::new("org/model", tmp.path().join("work"));
+    brevis_hub::mirror(&src, &dst, &opts).await.unwrap();
+    let commit = src.repo_info("org/model", "main").await.unwrap().sha;
+    let alone = brevis_hub::pull(&dst, &pull_opts(&tmp.path().join("hf1"), tmp.path()))
+        .await
+        .unwrap();
+    assert!(!alone.source_checked);
+    let mut o = pull_opts(&tmp.path().join("hf2"), tmp.path());
+    o.source = Some(src.clone());
+    let rep = brevis_hub::pull(&dst, &o).await.unwrap();
+    assert!(rep.source_checked);
+    assert_holds_the_seed(&rep.path);
+    let main = tmp.path().join("hf2/models--org--model/refs/main");
+    assert_eq!(std::fs::read_to_string(&main).unwrap(), commit);
+    let v = brevis_hub::verify_mirror_against(
+        &dst,
+        &src,
+        "org/model-brevis",
+        "main",
+        &tmp.path().join("vw"),
+        0,
+        Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+    assert!(v.ok && v.source_checked, "{v:?}");
+    // The source moves on at its Hub: the cache's ref stays, the mirror's
+    // commit is there by its id.
+    commit_file(
+        &src,
+        "org/model",
+        "main",
+        "notes.txt",
+        b"later\n",
+        tmp.path(),
+    )
+    .await;
+    std::fs::remove_dir_all(tmp.path().join("hf2/models--org--model/snapshots")).unwrap();
+    std::fs::write(&main, "ab".repeat(20)).unwrap();
+    let rep = brevis_hub::pull(&dst, &o).await.unwrap();
+    assert!(rep.source_checked && rep.path.ends_with(&commit));
+    assert_eq!(std::fs::read_to_string(&main).unwrap(), "ab".repeat(20));
+    src_srv.shutdown().await;
+    dst_srv.shutdown().await;
+}
+
 /// serve answers for a source decoded from its mirror; a second mirror of
 /// the same source (a filtered copy, or anyone's claim to it) took that
 /// place from the first. The first keeps it while it mirrors the source,
