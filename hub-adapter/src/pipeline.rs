@@ -1397,28 +1397,26 @@ async fn check_source(
         .map_err(context)?;
     let by_path: HashMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
     let mut out = Vec::new();
+    // Size, LFS or not, and the id the HF cache names the blob by (LFS
+    // SHA-256, else git blob id).
+    let says = |size: u64, lfs: bool, id: &str| {
+        format!(
+            "{size} bytes, {} {id}",
+            if lfs { "SHA-256" } else { "git blob" }
+        )
+    };
     for f in files {
         let held = match by_path.get(f.path.as_str()) {
             None => Some("no such file".to_string()),
             Some(r) => {
-                let same = r.size == f.size
-                    && match &r.lfs_sha256 {
-                        Some(sha) => f.lfs && sha.eq_ignore_ascii_case(&f.sha256),
-                        None => !f.lfs && r.oid.eq_ignore_ascii_case(&f.git_oid),
-                    };
-                (!same).then(|| match &r.lfs_sha256 {
-                    Some(sha) => format!("{} bytes, SHA-256 {sha}", r.size),
-                    None => format!("{} bytes, git blob {}", r.size, r.oid),
-                })
+                let lfs = r.lfs_sha256.is_some();
+                let same =
+                    r.size == f.size && lfs == f.lfs && r.etag().eq_ignore_ascii_case(f.etag());
+                (!same).then(|| says(r.size, lfs, r.etag()))
             }
         };
         if let Some(held) = held {
-            let claim = if f.lfs {
-                format!("{} bytes, SHA-256 {}", f.size, f.sha256)
-            } else {
-                format!("{} bytes, git blob {}", f.size, f.git_oid)
-            };
-            out.push((f.path.clone(), claim, held));
+            out.push((f.path.clone(), says(f.size, f.lfs, f.etag()), held));
         }
     }
     Ok(SourceCheck::Read(out))

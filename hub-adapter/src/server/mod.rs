@@ -689,11 +689,7 @@ fn view(st: &State, access: Access, repo: &str, rev: &str) -> std::result::Resul
         } => (private, mirror_repo, mirror, manifest),
     };
     if rev != man.source.revision && rev != man.source.commit && rev != "main" {
-        let mut r = rev_missing();
-        if let Ok(v) = HeaderValue::from_str(&mirror_repo) {
-            r.headers_mut().insert(DECODED_FROM, v);
-        }
-        return Err(r);
+        return Err(rev_missing());
     }
     let mut files = BTreeMap::new();
     for f in &man.files {
