@@ -200,7 +200,7 @@ pub struct FileFilter {
 /// Download a mirror and restore the originals into the HF cache.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub pull org/model-brevis                  # into the HF cache as org/model\n  HF_HUB_OFFLINE=1 python -c \"from transformers import AutoModel; AutoModel.from_pretrained('org/model')\"\n  brevis-hub pull org/model-brevis --local-dir ./model\n  brevis-hub pull org/model-brevis --work-dir /tmp/brevis-work   # $HF_HOME may be read-only (with --cache-dir or --local-dir elsewhere)\n  brevis-hub pull me/model-brevis --endpoint https://hub.example --source-endpoint https://huggingface.co\n\nThe mirror's manifest is checked against its source repo (at --source-endpoint,\ndefault --endpoint) before anything is written; a source that cannot be read there\nis said, and refs are then left as they are."
+    after_help = "Examples:\n  brevis-hub pull org/model-brevis                  # into the HF cache as org/model\n  HF_HUB_OFFLINE=1 python -c \"from transformers import AutoModel; AutoModel.from_pretrained('org/model')\"\n  brevis-hub pull org/model-brevis --local-dir ./model\n  brevis-hub pull org/model-brevis --work-dir /tmp/brevis-work   # $HF_HOME may be read-only (with --cache-dir or --local-dir elsewhere)\n  brevis-hub pull me/model-brevis --endpoint https://hub.example --source-endpoint https://huggingface.co\n  brevis-hub pull me/gated-model-brevis --trust-mirror   # the source cannot be read: take the mirror's word\n\nThe mirror's manifest is checked against its source repo (at --source-endpoint,\ndefault --endpoint) before anything is written. A source that cannot be read there\n(private, gated, gone) leaves only the mirror's word for what the source holds: the\npull is refused unless --trust-mirror (files go into the HF cache under the source's\nname, refs are left as they are) or --local-dir (a plain folder)."
 )]
 pub struct PullArgs {
     /// Mirror repo, `owner/model-brevis`.
@@ -218,6 +218,12 @@ pub struct PullArgs {
     /// Write the originals into this plain folder instead of the cache.
     #[arg(long)]
     pub local_dir: Option<PathBuf>,
+    /// When the source repo cannot be read (private, gated, gone, on another
+    /// Hub), file the originals in the HF cache under its name anyway, on
+    /// the mirror's word (every file is still checked against the manifest).
+    /// Without it such a pull is refused, unless --local-dir.
+    #[arg(long)]
+    pub trust_mirror: bool,
     #[command(flatten)]
     pub work: WorkDirArg,
     #[command(flatten)]
@@ -395,6 +401,7 @@ pub fn pull(a: PullArgs, ui: &Ui) -> Result<Outcome> {
     opts.progress = Arc::new(ui.sink());
     opts.notes = notes(ui);
     opts.source = Some(a.hub.source_client(&a.source, ui)?);
+    opts.trust_mirror = a.trust_mirror;
     let started = std::time::Instant::now();
     let rep = runtime()?
         .block_on(brevis_hub::pull(&client, &opts))

@@ -149,6 +149,25 @@ pub enum HubError {
         /// Cause.
         source: Box<brevis_core::DecodeError>,
     },
+    /// The source repo a mirror names cannot be read where it was looked
+    /// for, so filing the mirror's files in the HF cache under the source's
+    /// name would rest on the mirror's word alone (see
+    /// `PullOptions::trust_mirror`). Nothing was written.
+    #[error(
+        "{source_repo}@{commit} cannot be read here ({why}), so nothing vouches that {mirror} holds its files; nothing was written. \
+         Pass --source-endpoint (and --source-token) where the source can be read, --local-dir to write a plain folder, \
+         or --trust-mirror to file them in the HF cache as {source_repo} on the mirror's word"
+    )]
+    SourceUnchecked {
+        /// The mirror repo.
+        mirror: String,
+        /// The source repo its manifest names.
+        source_repo: String,
+        /// The source commit (short).
+        commit: String,
+        /// Why it could not be read.
+        why: String,
+    },
     /// A manifest is missing or malformed.
     #[error("{repo}: bad manifest: {reason}")]
     Manifest {

@@ -944,6 +944,13 @@ pub struct PullOptions {
     /// checked against, and whose revision refs follow (default: the
     /// mirror's endpoint).
     pub source: Option<HubClient>,
+    /// File the originals in the HF cache under the source's name even when
+    /// the source cannot be read there (private, gated, gone, on another Hub,
+    /// or `brevis-hub serve`'s view decoded from the mirror itself), on the
+    /// mirror's word: off by default, such a pull is refused
+    /// ([`HubError::SourceUnchecked`]) unless it writes a plain folder
+    /// (`local_dir`), where nothing is filed under the source's name.
+    pub trust_mirror: bool,
 }
 
 impl PullOptions {
@@ -965,6 +972,7 @@ impl PullOptions {
             progress: Arc::new(NoProgress),
             notes: quiet_notes(),
             source: None,
+            trust_mirror: false,
         }
     }
 }
@@ -1053,6 +1061,15 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
         });
     }
     let source_checked = match &checked {
+        SourceCheck::Unread(why) if opts.local_dir.is_none() && !opts.trust_mirror => {
+            let _ = std::fs::remove_dir_all(&work);
+            return Err(HubError::SourceUnchecked {
+                mirror: opts.repo.clone(),
+                source_repo: m.source.repo.clone(),
+                commit: m.source.commit[..12].to_owned(),
+                why: why.clone(),
+            });
+        }
         SourceCheck::Unread(why) => {
             note(&format!(
                 "{}@{} cannot be read here ({why}): {}'s files are checked against its \

@@ -164,8 +164,11 @@ async fn mirror_pull_verify_real_model() {
 
     // Pull into a fresh HF cache under the source's name and commit.
     let cache = tmp.path().join("hf/hub");
-    let popts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pullwork"));
+    let mut popts = PullOptions::new("org/model-brevis", &cache, tmp.path().join("pullwork"));
+    // The source is on the other Hub (on dst it is only the mirror's word).
+    popts.source = Some(src.clone());
     let pr = brevis_hub::pull(&dst, &popts).await.unwrap();
+    assert!(pr.source_checked);
     let commit = src.repo_info("org/model", "main").await.unwrap().sha;
     assert_eq!(pr.source_commit, commit);
     let repo_dir = cache.join("models--org--model");
@@ -760,7 +763,8 @@ async fn pull_refuses_a_git_oid_that_is_not_the_bytes() {
     })
     .await;
     let cache = tmp.path().join("hf/hub");
-    let opts = pull_opts(&cache, tmp.path());
+    let mut opts = pull_opts(&cache, tmp.path());
+    opts.trust_mirror = true;
     let e = brevis_hub::pull(&c, &opts).await.unwrap_err();
     assert!(
         matches!(
@@ -821,11 +825,12 @@ async fn pull_and_verify_name_what_differs() {
         e["size"] = (e["size"].as_u64().unwrap() + 1).into();
     })
     .await;
-    let opts = PullOptions::new(
+    let mut opts = PullOptions::new(
         "org/model-brevis",
         tmp.path().join("hf/hub"),
         tmp.path().join("pw"),
     );
+    opts.trust_mirror = true;
     let e = brevis_hub::pull(&c, &opts).await.unwrap_err();
     assert!(matches!(e, HubError::Integrity { what: "size", .. }), "{e}");
     assert!(e.to_string().contains("size mismatch"), "{e}");
@@ -1283,8 +1288,11 @@ async fn a_cached_snapshot_is_not_rewritten_with_other_bytes() {
         "{e}"
     );
     assert_eq!(sha_file(&snap.join("config.json")), before);
-    // Where the source cannot be read, the cached snapshot says otherwise.
+    // Where the source cannot be read (and the mirror is trusted), the
+    // cached snapshot says otherwise.
     forget_source(tmp.path());
+    let mut evil = evil;
+    evil.trust_mirror = true;
     let e = brevis_hub::pull(&c, &evil).await.unwrap_err();
     assert!(e.to_string().contains("already holds"), "{e}");
     assert_eq!(sha_file(&snap.join("config.json")), before);
@@ -1373,14 +1381,70 @@ async fn pull_checks_a_mirror_against_its_source() {
         "{v:?}"
     );
     assert!(left(&tmp.path().join("vw")).is_empty());
-    // A source that cannot be read is said, and the pull goes on: here the
-    // endpoint answers for org/model decoded from its mirror (that is the
-    // mirror's word again, not a check).
+    // A source that cannot be read: here the endpoint answers for
+    // org/model decoded from its mirror (that is the mirror's word again,
+    // not a check). Filing the files in the cache as org/model would rest
+    // on the mirror's word alone: refused, with nothing written, unless
+    // the puller trusts the mirror.
     forget_source(tmp.path());
     let said = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let (s2, s3) = (said.clone(), said.clone());
     let mut opts = pull_opts(&tmp.path().join("hf3"), tmp.path());
     opts.notes = Arc::new(move |m: &str| s2.lock().unwrap().push(m.into()));
+    let err = brevis_hub::pull(&c, &opts).await.unwrap_err();
+    assert!(
+        matches!(&err, HubError::SourceUnchecked { source_repo, .. } if source_repo == "org/model"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("--trust-mirror"), "{err}");
+    assert!(!tmp.path().join("hf3/models--org--model").exists());
+    assert!(left(&tmp.path().join("pw")).is_empty());
+    if let Some(bin) = cli_binary() {
+        let pull = |cache: &str, trust: bool| {
+            let mut cmd = cli(&bin, &tmp.path().join("hfhome"));
+            cmd.args([
+                "pull",
+                "org/model-brevis",
+                "--json",
+                "--endpoint",
+                &srv.url(),
+            ])
+            .arg("--cache-dir")
+            .arg(tmp.path().join(cache));
+            if trust {
+                cmd.arg("--trust-mirror");
+            }
+            cmd.output().unwrap()
+        };
+        let out = pull("cli-cache", false);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("cannot be read here") && err.contains("--trust-mirror"),
+            "{err}"
+        );
+        assert!(!tmp.path().join("cli-cache/models--org--model").exists());
+        let out = pull("cli-cache", true);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["source_checked"], false);
+        assert_holds_the_seed(Path::new(v["path"].as_str().unwrap()));
+    }
+    // Into a plain folder nothing is filed under the source's name: the
+    // pull goes on, said.
+    let mut plain = pull_opts(&tmp.path().join("hf3"), tmp.path());
+    plain.local_dir = Some(tmp.path().join("plain-unread"));
+    let rep = brevis_hub::pull(&c, &plain).await.unwrap();
+    assert!(!rep.source_checked);
+    assert_holds_the_seed(&tmp.path().join("plain-unread"));
+    assert!(!tmp.path().join("hf3/models--org--model").exists());
+    // Trusted, the pull goes on, and says what it could not check.
+    opts.trust_mirror = true;
     let rep = brevis_hub::pull(&c, &opts).await.unwrap();
     assert!(!rep.source_checked);
     let v = verify_main(&c, "org/model-brevis", &tmp.path().join("vw"))
@@ -1466,10 +1530,11 @@ async fn a_mirror_on_another_hub_is_checked_against_the_source_hub() {
     let opts = MirrorOptions::new("org/model", tmp.path().join("work"));
     brevis_hub::mirror(&src, &dst, &opts).await.unwrap();
     let commit = src.repo_info("org/model", "main").await.unwrap().sha;
-    let alone = brevis_hub::pull(&dst, &pull_opts(&tmp.path().join("hf1"), tmp.path()))
-        .await
-        .unwrap();
-    assert!(!alone.source_checked);
+    let alone = brevis_hub::pull(&dst, &pull_opts(&tmp.path().join("hf1"), tmp.path())).await;
+    assert!(
+        matches!(alone, Err(HubError::SourceUnchecked { .. })),
+        "{alone:?}"
+    );
     let mut o = pull_opts(&tmp.path().join("hf2"), tmp.path());
     o.source = Some(src.clone());
     let rep = brevis_hub::pull(&dst, &o).await.unwrap();
