@@ -167,7 +167,7 @@ def main():
         pull_secs = time.time() - t
         if pull.get("source_checked") is not True:
             raise AssertionError(f"pull did not check the source at {src_ep}: {pull}")
-        v = subprocess.run([args.bin, "verify", mirror, "--json", "--source-endpoint", src_ep],
+        v = subprocess.run([args.bin, "verify", mirror, "--json", "--require-source", "--source-endpoint", src_ep],
                            env=penv, capture_output=True, text=True)
         if v.returncode != 0:
             raise AssertionError(f"verify exit {v.returncode}: {v.stdout[-1000:]} {v.stderr[-1000:]}")

@@ -200,7 +200,7 @@ pub struct FileFilter {
 /// Download a mirror and restore the originals into the HF cache.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub pull org/model-brevis                  # into the HF cache as org/model\n  HF_HUB_OFFLINE=1 python -c \"from transformers import AutoModel; AutoModel.from_pretrained('org/model')\"\n  brevis-hub pull org/model-brevis --local-dir ./model\n  brevis-hub pull org/model-brevis --work-dir /tmp/brevis-work   # $HF_HOME may be read-only (with --cache-dir or --local-dir elsewhere)\n  brevis-hub pull me/model-brevis --endpoint https://hub.example --source-endpoint https://huggingface.co\n  brevis-hub pull me/gated-model-brevis --trust-mirror   # the source cannot be read: take the mirror's word\n\nThe mirror's manifest is checked against its source repo (at --source-endpoint,\ndefault --endpoint) before anything is written. A source that cannot be read there\n(private, gated, gone) leaves only the mirror's word for what the source holds: the\npull is refused unless --trust-mirror (files go into the HF cache under the source's\nname, refs are left as they are) or --local-dir (a plain folder)."
+    after_help = "Examples:\n  brevis-hub pull org/model-brevis                  # into the HF cache as org/model\n  HF_HUB_OFFLINE=1 python -c \"from transformers import AutoModel; AutoModel.from_pretrained('org/model')\"\n  brevis-hub pull org/model-brevis --local-dir ./model\n  brevis-hub pull org/model-brevis --work-dir /tmp/brevis-work   # $HF_HOME may be read-only (with --cache-dir or --local-dir elsewhere)\n  brevis-hub pull me/model-brevis --endpoint https://hub.example --source-endpoint https://huggingface.co\n  brevis-hub pull me/private-model-brevis --trust-mirror   # its source cannot be read: take the mirror's word\n\nThe mirror's manifest is checked against its source repo (at --source-endpoint,\ndefault --endpoint) before anything is written. A source that cannot be read there\n(private, gone, on another Hub, or served decoded from the mirror itself) leaves only\nthe mirror's word for what it holds: the pull is refused unless --local-dir (a plain\nfolder) or --trust-mirror (the files go into the HF cache under the source's name;\nan existing ref is never moved, a missing one is set where the endpoint says the\nsource's revision is at that commit)."
 )]
 pub struct PullArgs {
     /// Mirror repo, `owner/model-brevis`.
@@ -218,10 +218,11 @@ pub struct PullArgs {
     /// Write the originals into this plain folder instead of the cache.
     #[arg(long)]
     pub local_dir: Option<PathBuf>,
-    /// When the source repo cannot be read (private, gated, gone, on another
-    /// Hub), file the originals in the HF cache under its name anyway, on
-    /// the mirror's word (every file is still checked against the manifest).
-    /// Without it such a pull is refused, unless --local-dir.
+    /// When the source repo cannot be read (private, gone, on another Hub
+    /// without --source-endpoint), file the originals in the HF cache under
+    /// its name anyway, on the mirror's word (every file is still checked
+    /// against the manifest). Without it such a pull is refused, unless
+    /// --local-dir.
     #[arg(long)]
     pub trust_mirror: bool,
     #[command(flatten)]
@@ -506,7 +507,7 @@ pub fn verify_mirrors(
     revision: &str,
     (hub, source): (&HubArgs, &SourceArgs),
     work: &WorkDirArg,
-    threads: usize,
+    (threads, require_source): (usize, bool),
     json: bool,
     ui: &Ui,
 ) -> Result<Outcome> {
@@ -541,6 +542,13 @@ pub fn verify_mirrors(
             })()
         };
         results.push((target.clone(), r));
+    }
+    // --require-source: a mirror its source did not vouch for is not ok.
+    let unvouched = |rep: &brevis_hub::VerifyReport| require_source && !rep.source_checked;
+    for rep in results.iter_mut().filter_map(|(_, r)| r.as_mut().ok()) {
+        if unvouched(rep) {
+            rep.ok = false;
+        }
     }
     let ok = results
         .iter()
@@ -596,10 +604,11 @@ pub fn verify_mirrors(
                     bad,
                     rep.source.repo,
                     rep.source.commit,
-                    if remote && !rep.source_checked {
-                        "; not readable here, so checked against the manifest only"
-                    } else {
-                        ""
+                    match (unvouched(rep), remote && !rep.source_checked) {
+                        (true, _) => "; the source was not checked: not ok with --require-source",
+                        (false, true) =>
+                            "; not readable here, so checked against the manifest only",
+                        (false, false) => "",
                     }
                 )?;
             }

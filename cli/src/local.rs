@@ -84,7 +84,7 @@ pub struct DecompressArgs {
 /// archive or of a newer format).
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub verify model.safetensors.brv --original model.safetensors\n  brevis-hub verify ./packed --json                 # every *.brv below ./packed\n  brevis-hub verify ./mirror-folder --json          # a folder holding brevis.manifest.json\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub verify owner/model-brevis\n  brevis-hub verify org/a-brevis org/b-brevis --endpoint http://127.0.0.1:8080 --revision main --json\n  brevis-hub verify org/model-brevis --work-dir /tmp/brevis-work   # downloads there, not under $HF_HOME\n\nA file named on the command line is verified as an archive whatever its name.\nAn argument that is no local path is a Hub mirror repo id if it looks like one\n(owner/name), fetched from --endpoint (HF_ENDPOINT) with --token (HF_TOKEN).\nMirrors, local or remote, are verified together, not with archives."
+    after_help = "Examples:\n  brevis-hub verify model.safetensors.brv --original model.safetensors\n  brevis-hub verify ./packed --json                 # every *.brv below ./packed\n  brevis-hub verify ./mirror-folder --json          # a folder holding brevis.manifest.json\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub verify owner/model-brevis\n  brevis-hub verify org/a-brevis org/b-brevis --endpoint http://127.0.0.1:8080 --revision main --json\n  brevis-hub verify org/model-brevis --work-dir /tmp/brevis-work   # downloads there, not under $HF_HOME\n  brevis-hub verify org/model-brevis --require-source --json   # CI: the source itself must vouch\n\nA file named on the command line is verified as an archive whatever its name.\nAn argument that is no local path is a Hub mirror repo id if it looks like one\n(owner/name), fetched from --endpoint (HF_ENDPOINT) with --token (HF_TOKEN).\nMirrors, local or remote, are verified together, not with archives.\nA mirror's manifest is checked against its source repo where that can be read\n(at --source-endpoint, default --endpoint); where it cannot, the mirror passes on\nits manifest alone (source_checked: false), unless --require-source."
 )]
 pub struct VerifyArgs {
     /// Archives, folders of archives, a mirror folder (holding
@@ -103,6 +103,11 @@ pub struct VerifyArgs {
     /// Revision of a remote mirror (branch or commit).
     #[arg(long, default_value = "main")]
     pub revision: String,
+    /// A mirror whose source repo could not be read (private, gone, on
+    /// another Hub without --source-endpoint; a local mirror folder never
+    /// is) fails (exit 1) instead of passing on its manifest alone.
+    #[arg(long)]
+    pub require_source: bool,
     /// Where remote mirrors are (--endpoint / HF_ENDPOINT, --token / HF_TOKEN).
     #[command(flatten)]
     pub hub: crate::hub_cmds::HubArgs,
@@ -872,7 +877,7 @@ pub fn verify(a: VerifyArgs, ui: &Ui) -> Result<Outcome> {
             &a.revision,
             (&a.hub, &a.source),
             &a.work,
-            a.threads,
+            (a.threads, a.require_source),
             a.json,
             ui,
         );

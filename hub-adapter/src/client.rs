@@ -487,6 +487,17 @@ impl HubClient {
     /// Every path is validated; a listing with `..`, absolute paths or
     /// backslashes is refused as a whole.
     pub async fn list_files(&self, repo: &str, revision: &str) -> Result<Vec<RepoFile>> {
+        Ok(self.list_files_marked(repo, revision).await?.0)
+    }
+
+    /// [`HubClient::list_files`], and the mirror `brevis-hub serve` says it
+    /// decoded the listing from (`x-brevis-decoded-from` on any page), if
+    /// it does: such a listing is the mirror's word, not a source repo's.
+    pub async fn list_files_marked(
+        &self,
+        repo: &str,
+        revision: &str,
+    ) -> Result<(Vec<RepoFile>, Option<String>)> {
         check_repo_id(repo)?;
         check_revision(revision)?;
         let mut url = format!(
@@ -496,6 +507,7 @@ impl HubClient {
             encode(revision, false)
         );
         let mut out = Vec::new();
+        let mut decoded_from = None;
         for _page in 0..100_000 {
             let u = url.clone();
             let resp = self
@@ -503,6 +515,13 @@ impl HubClient {
                 .await?;
             let resp = check(resp, repo, None, Some(revision), "tree listing", self).await?;
             let next = next_link(resp.headers());
+            if let Some(from) = resp
+                .headers()
+                .get(crate::server::DECODED_FROM)
+                .and_then(|v| v.to_str().ok())
+            {
+                decoded_from.get_or_insert_with(|| from.to_owned());
+            }
             let v = self.json(resp, repo, "tree listing").await?;
             let items: Vec<TreeItem> = serde_json::from_value(v)
                 .map_err(|e| HubError::protocol(repo, "tree listing", e.to_string()))?;
@@ -545,7 +564,7 @@ impl HubClient {
                 None => {
                     out.sort_by(|a, b| a.path.cmp(&b.path));
                     out.dedup_by(|a, b| a.path == b.path);
-                    return Ok(out);
+                    return Ok((out, decoded_from));
                 }
             }
         }

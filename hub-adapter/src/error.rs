@@ -154,13 +154,15 @@ pub enum HubError {
     /// name would rest on the mirror's word alone (see
     /// `PullOptions::trust_mirror`). Nothing was written.
     #[error(
-        "{source_repo}@{commit} cannot be read here ({why}), so nothing vouches that {mirror} holds its files; nothing was written. \
+        "{source_repo}@{commit} cannot be read at {endpoint} ({why}), so nothing vouches that {mirror} holds its files; nothing was written. \
          Pass --source-endpoint (and --source-token) where the source can be read, --local-dir to write a plain folder, \
          or --trust-mirror to file them in the HF cache as {source_repo} on the mirror's word"
     )]
     SourceUnchecked {
         /// The mirror repo.
         mirror: String,
+        /// Where the source was looked for.
+        endpoint: String,
         /// The source repo its manifest names.
         source_repo: String,
         /// The source commit (short).

@@ -945,11 +945,13 @@ pub struct PullOptions {
     /// mirror's endpoint).
     pub source: Option<HubClient>,
     /// File the originals in the HF cache under the source's name even when
-    /// the source cannot be read there (private, gated, gone, on another Hub,
+    /// the source cannot be read at `source` (private, gone, on another Hub,
     /// or `brevis-hub serve`'s view decoded from the mirror itself), on the
     /// mirror's word: off by default, such a pull is refused
     /// ([`HubError::SourceUnchecked`]) unless it writes a plain folder
     /// (`local_dir`), where nothing is filed under the source's name.
+    /// Trusted, an existing ref is still never moved; a missing one is set
+    /// where the endpoint says the source's revision is at the commit.
     pub trust_mirror: bool,
 }
 
@@ -1065,6 +1067,7 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
             let _ = std::fs::remove_dir_all(&work);
             return Err(HubError::SourceUnchecked {
                 mirror: opts.repo.clone(),
+                endpoint: source.endpoint().to_owned(),
                 source_repo: m.source.repo.clone(),
                 commit: m.source.commit[..12].to_owned(),
                 why: why.clone(),
@@ -1408,10 +1411,15 @@ async fn check_source(
         Err(e) if unread(&e) => return Ok(SourceCheck::Unread(e.to_string())),
         Err(e) => return Err(context(e)),
     }
-    let tree = client
-        .list_files(&src.repo, &src.commit)
-        .await
-        .map_err(context)?;
+    // The listing is classified as the revision was: a source that turns
+    // unreadable (or is answered decoded from a mirror) between the two
+    // calls is unread, not checked.
+    let tree = match client.list_files_marked(&src.repo, &src.commit).await {
+        Ok((_, Some(from))) => return Ok(decoded(&from)),
+        Ok((tree, None)) => tree,
+        Err(e) if unread(&e) => return Ok(SourceCheck::Unread(e.to_string())),
+        Err(e) => return Err(context(e)),
+    };
     let by_path: HashMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
     let mut out = Vec::new();
     // Size, LFS or not, and the id the HF cache names the blob by (LFS

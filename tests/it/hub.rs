@@ -1420,7 +1420,7 @@ async fn pull_checks_a_mirror_against_its_source() {
         assert_eq!(out.status.code(), Some(2));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            err.contains("cannot be read here") && err.contains("--trust-mirror"),
+            err.contains("cannot be read at") && err.contains("--trust-mirror"),
             "{err}"
         );
         assert!(!tmp.path().join("cli-cache/models--org--model").exists());
@@ -1434,6 +1434,34 @@ async fn pull_checks_a_mirror_against_its_source() {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["source_checked"], false);
         assert_holds_the_seed(Path::new(v["path"].as_str().unwrap()));
+        // verify passes such a mirror on its manifest, unless the source
+        // must vouch (a CI gate).
+        let verify = |require: bool| {
+            let mut cmd = cli(&bin, &tmp.path().join("hfhome"));
+            cmd.args([
+                "verify",
+                "org/model-brevis",
+                "--json",
+                "--endpoint",
+                &srv.url(),
+            ]);
+            if require {
+                cmd.arg("--require-source");
+            }
+            cmd.output().unwrap()
+        };
+        for (require, code) in [(false, 0), (true, 1)] {
+            let out = verify(require);
+            assert_eq!(
+                out.status.code(),
+                Some(code),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(v["source_checked"], false);
+            assert_eq!(v["ok"], !require);
+        }
     }
     // Into a plain folder nothing is filed under the source's name: the
     // pull goes on, said.
@@ -1535,6 +1563,7 @@ async fn a_mirror_on_another_hub_is_checked_against_the_source_hub() {
         matches!(alone, Err(HubError::SourceUnchecked { .. })),
         "{alone:?}"
     );
+    assert!(!tmp.path().join("hf1").exists());
     let mut o = pull_opts(&tmp.path().join("hf2"), tmp.path());
     o.source = Some(src.clone());
     let rep = brevis_hub::pull(&dst, &o).await.unwrap();
@@ -2388,5 +2417,117 @@ async fn mirror_pull_and_verify_leave_no_lock_files() {
         let left = files_under(&tmp.path().join(dir));
         assert!(left.is_empty(), "{dir}: {left:?}");
     }
+    srv.shutdown().await;
+}
+
+/// A trusted pull of a mirror whose readable source disagrees is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trusting_a_mirror_does_not_override_what_its_source_says() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, commit) = mirrored(tmp.path()).await;
+    evil_mirror(&c, tmp.path(), &commit).await;
+    let cache = tmp.path().join("hf");
+    let mut evil = PullOptions::new("org/evil-brevis", &cache, tmp.path().join("pw"));
+    evil.trust_mirror = true;
+    let e = brevis_hub::pull(&c, &evil).await.unwrap_err();
+    assert!(matches!(e, HubError::Manifest { .. }), "{e}");
+    assert!(!cache.exists());
+    srv.shutdown().await;
+}
+
+/// The refusal leaves the cache folder itself untouched (not even created).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_unchecked_pull_creates_nothing_in_the_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, _commit) = mirrored(tmp.path()).await;
+    forget_source(tmp.path());
+    let cache = tmp.path().join("hf");
+    let e = brevis_hub::pull(&c, &pull_opts(&cache, tmp.path()))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, HubError::SourceUnchecked { .. }), "{e}");
+    assert!(!cache.exists(), "cache folder created");
+    assert!(
+        !tmp.path()
+            .join("pw")
+            .join("pull-org--model-brevis")
+            .exists()
+    );
+    srv.shutdown().await;
+}
+
+/// A proxy in front of serve that removes the source from the store as the
+/// source's tree listing goes by: the revision was the real source's, the
+/// tree listing is the decoded view (marked x-brevis-decoded-from). That
+/// listing is the mirror's word: the source is unread, and the pull refused
+/// (it was counted as checked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_answered_decoded_mid_check_is_unread() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, _commit) = mirrored(tmp.path()).await;
+    let upstream: SocketAddr = srv.url().trim_start_matches("http://").parse().unwrap();
+    let lis = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = lis.local_addr().unwrap();
+    let root = tmp.path().to_path_buf();
+    let seen_decoded = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sd = seen_decoded.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut a, _) = lis.accept().await.unwrap();
+            let root = root.clone();
+            let sd = sd.clone();
+            tokio::spawn(async move {
+                let b = tokio::net::TcpStream::connect(upstream).await.unwrap();
+                let (mut ar, mut aw) = a.split();
+                let (mut br, mut bw) = tokio::io::split(b);
+                let up = async {
+                    let mut buf = vec![0u8; 65536];
+                    loop {
+                        let n = ar.read(&mut buf).await.unwrap_or(0);
+                        if n == 0 {
+                            break;
+                        }
+                        let s = String::from_utf8_lossy(&buf[..n]);
+                        if s.contains("GET /api/models/org/model/tree/") {
+                            let p = root.join("store/models/org/model");
+                            if p.exists() {
+                                std::fs::remove_dir_all(p).unwrap();
+                            }
+                        }
+                        if bw.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                };
+                let down = async {
+                    let mut buf = vec![0u8; 65536];
+                    loop {
+                        let n = br.read(&mut buf).await.unwrap_or(0);
+                        if n == 0 {
+                            break;
+                        }
+                        if String::from_utf8_lossy(&buf[..n]).contains("x-brevis-decoded-from") {
+                            sd.store(true, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        if aw.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                };
+                tokio::join!(up, down);
+            });
+        }
+    });
+    let pc = client(&format!("http://{addr}"), None);
+    let cache = tmp.path().join("hf");
+    let rep = brevis_hub::pull(&pc, &pull_opts(&cache, tmp.path())).await;
+    assert!(seen_decoded.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(
+        matches!(&rep, Err(HubError::SourceUnchecked { why, .. }) if why.contains("decoded")),
+        "{rep:?}"
+    );
+    assert!(!cache.exists());
+    drop(c);
     srv.shutdown().await;
 }
