@@ -1399,11 +1399,15 @@ async fn check_source(
             }
         }
         Err(HubError::RevisionNotFound { .. }) => {
+            // (Asking for `main` tells a repo that lacks the commit from
+            // one that cannot be read; a repo without a `main` branch lacks
+            // it too.)
             return match client.repo_info(&src.repo, "main").await {
                 Ok(info) => Ok(match info.decoded_from {
                     Some(from) => decoded(&from),
                     None => SourceCheck::NoCommit,
                 }),
+                Err(HubError::RevisionNotFound { .. }) => Ok(SourceCheck::NoCommit),
                 Err(e) if unread(&e) => Ok(SourceCheck::Unread(e.to_string())),
                 Err(e) => Err(context(e)),
             };
@@ -1837,10 +1841,16 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_source_that_fails_to_answer_fails_the_check() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        for (status, unread) in [
-            ("503 Service Unavailable", false),
-            ("429 Too Many Requests", false),
-            ("404 Not Found", true),
+        // ("unread", "error", or "no commit": a repo that answers, without
+        // the commit or a `main` branch.)
+        for (status, expect) in [
+            ("503 Service Unavailable", "error"),
+            ("429 Too Many Requests", "error"),
+            ("404 Not Found", "unread"),
+            (
+                "404 Not Found\r\nx-error-code: RevisionNotFound",
+                "no commit",
+            ),
         ] {
             let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let url = format!("http://{}", l.local_addr().unwrap());
@@ -1869,9 +1879,10 @@ mod tests {
             let files: Vec<&FileEntry> = m.files.iter().collect();
             let r = check_source(&client, &m, &files, "org/model-brevis").await;
             match r {
-                Ok(SourceCheck::Unread(_)) => assert!(unread, "{status}: skipped"),
+                Ok(SourceCheck::Unread(_)) => assert_eq!(expect, "unread", "{status}"),
+                Ok(SourceCheck::NoCommit) => assert_eq!(expect, "no commit", "{status}"),
                 Err(e) => {
-                    assert!(!unread, "{status}: {e}");
+                    assert_eq!(expect, "error", "{status}: {e}");
                     assert!(
                         e.to_string()
                             .contains("checking it against its source org/model@"),
