@@ -620,29 +620,32 @@ impl Write for LenSink {
 /// worse than whole, e.g. whisper's position encodings).
 const GENERIC_REGION_BYTES: u64 = 8 << 20;
 
-/// Most bytes of a region of an embedding table (a tensor whose role,
-/// [`search::prior::role`], is `embed`) of words of 4 bytes or more. A
-/// region has its own coder tables, and an embedding table's statistics
-/// drift from row to row (tokens): minilm's f32 word and position
-/// embeddings take 94 KB (0.13% of the model) less in regions of 2^16 words
-/// than of the default 2^18, and its other f32 tensors gain nothing from
-/// smaller regions (human-tfjs's lose 4 KB). Whisper's f16 token embedding
-/// takes 20 KB more in regions of 2^17 words, so 16-bit words keep theirs.
-pub const EMBED_REGION_BYTES: u64 = 256 << 10;
-
 /// Regions hold whole rows when a row fits (so block fields stay aligned);
-/// `generic` segments get regions of [`GENERIC_REGION_BYTES`], embedding
-/// tables of wide words at most [`EMBED_REGION_BYTES`].
+/// `generic` segments get regions of [`GENERIC_REGION_BYTES`].
+///
+/// An embedding table (role `embed`, [`search::prior::role`]) of words of
+/// 4 bytes or more gets the smallest regions whose streams still use 32
+/// rANS states ([`crate::entropy::WIDE_SYMBOLS`] words, rounded up to whole
+/// rows): a region has its own coder tables, and an embedding table's
+/// statistics drift from token to token. On minilm (f32; its word
+/// embeddings are half of it) that is 342 rows of 384 words instead of
+/// 2^18 words: 55 KB (0.07%) smaller and as fast. Regions of 2^16 words
+/// save 94 KB, but code those streams with 4 states, 7% slower to
+/// compress (so do 2^17 words cut to whole rows, 75 KB). The other f32
+/// tensors gain nothing from smaller regions (human-tfjs's lose 4 KB);
+/// whisper's f16 token embedding takes 20 KB more in regions of 2^17
+/// words, so 16-bit words keep theirs.
 pub(crate) fn segment_region_words(d: &SegmentDesc, region_words: u64, generic: bool) -> u64 {
     let word_bytes = d.dtype.word_bytes() as u64;
+    let row = search::row_words(&d.shape);
     let region_words = if generic {
         (GENERIC_REGION_BYTES / word_bytes).clamp(region_words, crate::dsl::MAX_NODE_WORDS)
     } else if word_bytes >= 4 && search::prior::role(&d.name, d.shape.len()).starts_with("embed") {
-        region_words.min(EMBED_REGION_BYTES / word_bytes)
+        let wide = crate::entropy::WIDE_SYMBOLS as u64;
+        region_words.min(wide.div_ceil(row.max(1)) * row.max(1))
     } else {
         region_words
     };
-    let row = search::row_words(&d.shape);
     if d.kind == SegmentKind::Tensor && row > 1 && row <= region_words {
         region_words - region_words % row
     } else {
@@ -766,17 +769,19 @@ mod tests {
         let words = crate::container::DEFAULT_REGION_WORDS;
         let region =
             |name, dtype, shape| segment_region_words(&desc(name, dtype, shape), words, false);
-        // minilm's word embeddings (30522 x 384 f32): 170 rows of 384.
+        // minilm's word embeddings (30522 x 384 f32): 342 rows of 384, the
+        // fewest of at least WIDE_SYMBOLS words (32 rANS states).
+        let wide = crate::entropy::WIDE_SYMBOLS as u64;
         let embed = region(
             "embeddings.word_embeddings.weight",
             Dtype::F32,
             vec![30522, 384],
         );
-        assert_eq!(embed, (EMBED_REGION_BYTES / 4) / 384 * 384);
-        assert!(embed < words);
+        assert_eq!(embed, 342 * 384);
+        assert!(embed >= wide && embed - 384 < wide && embed < words);
         assert_eq!(
-            region("model.embed_tokens.weight", Dtype::F64, vec![1 << 20]),
-            EMBED_REGION_BYTES / 8
+            region("model.embed_tokens.weight", Dtype::F64, vec![1 << 14, 64]),
+            wide
         );
         // Other f32 tensors, and 16-bit embeddings, keep the default.
         assert_eq!(
