@@ -167,8 +167,10 @@ pub(crate) fn compress_source<W: Write + Seek>(
 pub const HEADER_ZSTD_LEVEL: i32 = 15;
 
 /// Bytes of the sample [`whole_may_win`] codes at both levels: four
-/// slices spread over the file.
-const WHOLE_SAMPLE_BYTES: usize = 512 << 10;
+/// slices spread over the file. (512 KiB before: the six models' archives
+/// are byte-identical with 128 KiB, human-tfjs's 41 files compress 2-4%
+/// faster.)
+const WHOLE_SAMPLE_BYTES: usize = 128 << 10;
 
 /// Bytes of a tensor hashed as one block by [`cross_tensor_repeats`].
 const REPEAT_BLOCK: usize = 1024;
