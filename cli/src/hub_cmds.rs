@@ -593,7 +593,9 @@ pub fn verify_mirrors(
                         .unwrap_or_default()
                 )?;
             }
-            if !ui.quiet {
+            // (-q: the summary too when it alone says why the mirror
+            // fails: its source was not checked under --require-source.)
+            if !ui.quiet || unvouched(rep) {
                 let bad = rep.files.iter().filter(|f| f.status != "ok").count();
                 writeln!(
                     out,
@@ -605,10 +607,15 @@ pub fn verify_mirrors(
                     rep.source.repo,
                     rep.source.commit,
                     match (unvouched(rep), remote && !rep.source_checked) {
-                        (true, _) => "; the source was not checked: not ok with --require-source",
-                        (false, true) =>
-                            "; not readable here, so checked against the manifest only",
-                        (false, false) => "",
+                        (true, _) => format!(
+                            "; the source was not checked ({}): not ok with --require-source",
+                            rep.source_unread.as_deref().unwrap_or("not read")
+                        ),
+                        (false, true) => format!(
+                            "; not readable here ({}), so checked against the manifest only",
+                            rep.source_unread.as_deref().unwrap_or("not read")
+                        ),
+                        (false, false) => String::new(),
                     }
                 )?;
             }

@@ -872,6 +872,14 @@ pub fn verify(a: VerifyArgs, ui: &Ui) -> Result<Outcome> {
         if a.original.is_some() {
             bail!("--original is for one archive, not a mirror");
         }
+        if a.require_source
+            && let Some(folder) = a.targets.iter().find(|t| Path::new(t).is_dir())
+        {
+            bail!(
+                "--require-source is for mirrors on a Hub: {folder} is a local mirror folder, \
+                 whose source is never checked"
+            );
+        }
         return crate::hub_cmds::verify_mirrors(
             &a.targets,
             &a.revision,
@@ -881,6 +889,9 @@ pub fn verify(a: VerifyArgs, ui: &Ui) -> Result<Outcome> {
             a.json,
             ui,
         );
+    }
+    if a.require_source {
+        bail!("--require-source is for mirrors on a Hub, not archives");
     }
     // Every argument is reported: its archives, or why it has none.
     let mut targets: Vec<Result<PathBuf, Checked>> = Vec::new();

@@ -1397,6 +1397,15 @@ async fn check_source(
             if let Some(from) = info.decoded_from {
                 return Ok(decoded(&from));
             }
+            // An endpoint that answers another commit for a full commit id
+            // (one that ignores the revision) would check the wrong tree.
+            if !info.sha.eq_ignore_ascii_case(&src.commit) {
+                return Err(context(HubError::Protocol {
+                    repo: src.repo.clone(),
+                    what: "repo info",
+                    reason: format!("asked for commit {}, answered {}", src.commit, info.sha),
+                }));
+            }
         }
         Err(HubError::RevisionNotFound { .. }) => {
             // (Asking for `main` tells a repo that lacks the commit from
@@ -1610,6 +1619,10 @@ pub struct VerifyReport {
     /// Whether the manifest was checked against the source repo itself
     /// (a mirror on a Hub that serves its source; never for a folder).
     pub source_checked: bool,
+    /// Why the source could not be read, when it was looked for and not
+    /// read (private, gone, on another Hub, served decoded from the mirror).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_unread: Option<String>,
 }
 
 /// Verify a mirror laid out in a local folder (one holding
@@ -1679,6 +1692,7 @@ pub fn verify_local(folder: &Path, threads: usize) -> Result<VerifyReport> {
         files,
         ok,
         source_checked: false,
+        source_unread: None,
     })
 }
 
@@ -1781,7 +1795,10 @@ async fn verify_in(
             rep.source_checked = true;
             d
         }
-        SourceCheck::Unread(_) => Vec::new(),
+        SourceCheck::Unread(why) => {
+            rep.source_unread = Some(why);
+            Vec::new()
+        }
         // Every file: none restores a commit the source does not hold.
         SourceCheck::NoCommit => {
             rep.source_checked = true;
@@ -1843,26 +1860,35 @@ mod tests {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         // ("unread", "error", or "no commit": a repo that answers, without
         // the commit or a `main` branch.)
-        for (status, expect) in [
-            ("503 Service Unavailable", "error"),
-            ("429 Too Many Requests", "error"),
-            ("404 Not Found", "unread"),
+        let other = format!("{{\"sha\":\"{}\"}}", "d".repeat(40));
+        for (status, body, expect) in [
+            ("503 Service Unavailable", "{}", "error"),
+            ("429 Too Many Requests", "{}", "error"),
+            ("404 Not Found", "{}", "unread"),
             (
                 "404 Not Found\r\nx-error-code: RevisionNotFound",
+                "{}",
                 "no commit",
             ),
+            // An endpoint that answers another commit than the one asked.
+            ("200 OK", other.as_str(), "error"),
         ] {
+            let body = body.to_owned();
             let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let url = format!("http://{}", l.local_addr().unwrap());
             tokio::spawn(async move {
                 while let Ok((mut s, _)) = l.accept().await {
+                    let body = body.clone();
                     tokio::spawn(async move {
                         let mut buf = vec![0u8; 4096];
                         while let Ok(n) = s.read(&mut buf).await {
                             if n == 0 {
                                 break;
                             }
-                            let r = format!("HTTP/1.1 {status}\r\ncontent-length: 2\r\n\r\n{{}}");
+                            let r = format!(
+                                "HTTP/1.1 {status}\r\ncontent-length: {}\r\n\r\n{body}",
+                                body.len()
+                            );
                             if s.write_all(r.as_bytes()).await.is_err() {
                                 break;
                             }
@@ -1883,6 +1909,9 @@ mod tests {
                 Ok(SourceCheck::NoCommit) => assert_eq!(expect, "no commit", "{status}"),
                 Err(e) => {
                     assert_eq!(expect, "error", "{status}: {e}");
+                    if status.starts_with("200") {
+                        assert!(e.to_string().contains("asked for commit"), "{e}");
+                    }
                     assert!(
                         e.to_string()
                             .contains("checking it against its source org/model@"),

@@ -1461,7 +1461,27 @@ async fn pull_checks_a_mirror_against_its_source() {
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             assert_eq!(v["source_checked"], false);
             assert_eq!(v["ok"], !require);
+            assert!(
+                v["source_unread"].as_str().unwrap().contains("decoded"),
+                "{v}"
+            );
         }
+        // It is for mirrors on a Hub: with an archive it is a usage error.
+        let file = tmp.path().join("plain.bin");
+        std::fs::write(&file, b"not a mirror").unwrap();
+        let out = cli(&bin, &tmp.path().join("hfhome"))
+            .args(["compress", "-q"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let out = cli(&bin, &tmp.path().join("hfhome"))
+            .args(["verify", "--require-source"])
+            .arg(tmp.path().join("plain.bin.brv"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--require-source is for mirrors"));
     }
     // Into a plain folder nothing is filed under the source's name: the
     // pull goes on, said.

@@ -645,7 +645,10 @@ pub(crate) fn segment_region_words(d: &SegmentDesc, region_words: u64, generic: 
     let row = search::row_words(&d.shape);
     let region_words = if generic {
         (GENERIC_REGION_BYTES / word_bytes).clamp(region_words, crate::dsl::MAX_NODE_WORDS)
-    } else if word_bytes >= 4 && search::prior::role(&d.name, d.shape.len()).starts_with("embed") {
+    } else if word_bytes >= 4
+        && d.dtype.float_layout().is_some()
+        && search::prior::role(&d.name, d.shape.len()).starts_with("embed")
+    {
         let wide = crate::entropy::WIDE_SYMBOLS as u64;
         region_words.min(wide.div_ceil(row.max(1)) * row.max(1))
     } else {
@@ -788,22 +791,24 @@ mod tests {
             region("model.embed_tokens.weight", Dtype::F64, vec![1 << 14, 64]),
             wide
         );
-        // Other f32 tensors, and 16-bit embeddings, keep the default.
+        // Other f32 tensors, 16-bit embeddings and integer tables keep the
+        // default (cut to whole rows).
+        let default = words / 384 * 384;
+        for (name, dtype) in [
+            ("encoder.layer.0.output.dense.weight", Dtype::F32),
+            ("decoder.embed_tokens.weight", Dtype::F16),
+            ("decoder.embed_tokens.weight", Dtype::BF16),
+            ("decoder.embed_tokens.weight", Dtype::I32),
+        ] {
+            assert_eq!(
+                region(name, dtype, vec![51864, 384]),
+                default,
+                "{name} {dtype:?}"
+            );
+        }
         assert_eq!(
-            region(
-                "encoder.layer.0.output.dense.weight",
-                Dtype::F32,
-                vec![1 << 20]
-            ),
-            words
-        );
-        assert_eq!(
-            region("decoder.embed_tokens.weight", Dtype::F16, vec![1 << 20]),
-            words
-        );
-        assert_eq!(
-            region("decoder.embed_tokens.weight", Dtype::BF16, vec![1 << 20]),
-            words
+            region("decoder.embed_tokens.weight", Dtype::F32, vec![51864, 384]),
+            embed
         );
     }
 
