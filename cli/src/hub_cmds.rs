@@ -597,6 +597,7 @@ pub fn verify_mirrors(
             // fails: its source was not checked under --require-source.)
             if !ui.quiet || unvouched(rep) {
                 let bad = rep.files.iter().filter(|f| f.status != "ok").count();
+                let why = rep.source_unread.as_deref().unwrap_or("not read");
                 writeln!(
                     out,
                     "{}: {} file(s), {} ok, {} bad (source {}@{}{})",
@@ -608,13 +609,13 @@ pub fn verify_mirrors(
                     rep.source.commit,
                     match (unvouched(rep), remote && !rep.source_checked) {
                         (true, _) => format!(
-                            "; the source was not checked ({}): not ok with --require-source",
-                            rep.source_unread.as_deref().unwrap_or("not read")
+                            "; the source was not checked ({why}): not ok with --require-source"
                         ),
-                        (false, true) => format!(
-                            "; not readable here ({}), so checked against the manifest only",
-                            rep.source_unread.as_deref().unwrap_or("not read")
-                        ),
+                        (false, true) => {
+                            format!(
+                                "; not readable here ({why}), so checked against the manifest only"
+                            )
+                        }
                         (false, false) => String::new(),
                     }
                 )?;

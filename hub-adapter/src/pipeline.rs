@@ -1020,6 +1020,12 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
     let _lock = lock_work(&opts.work_dir, &work_name, note).await?;
     let work = opts.work_dir.join(&work_name);
     std::fs::create_dir_all(&work).map_err(|e| HubError::io(&work, e))?;
+    // A refusal leaves no work folder behind (a failed download keeps it,
+    // to be resumed).
+    let refuse = |e: HubError| -> Result<PullReport> {
+        let _ = std::fs::remove_dir_all(&work);
+        Err(e)
+    };
     let m = fetch_manifest(client, &opts.repo, &info.sha, &work)
         .await?
         .ok_or_else(|| HubError::Manifest {
@@ -1036,8 +1042,7 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
     // Filters that match nothing are a mistake: restoring nothing and still
     // writing the ref would look like a successful pull.
     if chosen.is_empty() {
-        let _ = std::fs::remove_dir_all(&work);
-        return Err(nothing_selected(&opts.repo, &opts.include, &opts.exclude));
+        return refuse(nothing_selected(&opts.repo, &opts.include, &opts.exclude));
     }
     let cache = RepoCache::new(&opts.cache_dir, &m.source.repo)?;
     let final_path = |f: &FileEntry| -> Result<PathBuf> {
@@ -1050,22 +1055,17 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
     let source = opts.source.as_ref().unwrap_or(client);
     let checked = match check_source(source, &m, &chosen, &opts.repo).await {
         Ok(c) => c,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&work);
-            return Err(e);
-        }
+        Err(e) => return refuse(e),
     };
     if let Some(reason) = checked.refusal(&m) {
-        let _ = std::fs::remove_dir_all(&work);
-        return Err(HubError::Manifest {
+        return refuse(HubError::Manifest {
             repo: opts.repo.clone(),
             reason: format!("{reason}, and nothing was written"),
         });
     }
     let source_checked = match &checked {
         SourceCheck::Unread(why) if opts.local_dir.is_none() && !opts.trust_mirror => {
-            let _ = std::fs::remove_dir_all(&work);
-            return Err(HubError::SourceUnchecked {
+            return refuse(HubError::SourceUnchecked {
                 mirror: opts.repo.clone(),
                 endpoint: source.endpoint().to_owned(),
                 source_repo: m.source.repo.clone(),
@@ -1141,8 +1141,7 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
                 }
             };
             if let Some((held, restored)) = clash {
-                let _ = std::fs::remove_dir_all(&work);
-                return Err(HubError::Manifest {
+                return refuse(HubError::Manifest {
                     repo: opts.repo.clone(),
                     reason: format!(
                         "the HF cache already holds {}@{} with {} {held} ({}), but this mirror \
