@@ -148,7 +148,8 @@ pub struct DownloadStats {
     pub bytes_on_wire: u64,
     /// Bytes already present from an earlier interrupted run.
     pub resumed_from: u64,
-    /// Hashes of the complete file.
+    /// Hashes of the complete file (its git blob id only where the
+    /// [`Expect`] named one).
     pub hashes: Option<FileHashes>,
 }
 
@@ -170,7 +171,8 @@ pub struct UploadFile {
     pub path_in_repo: String,
     /// Local file.
     pub local: PathBuf,
-    /// Its size and hashes.
+    /// Its size and hashes (without the git blob id, a regular file is
+    /// committed even when the repo already holds it).
     pub hashes: FileHashes,
 }
 
@@ -657,6 +659,11 @@ impl HubClient {
         }
         stats.resumed_from = have;
         progress.advance(have);
+        // The body is hashed as it arrives when this call receives all of
+        // it (a partial file left by an earlier run is read back instead).
+        let git = expect.git_oid.is_some();
+        let mut hasher = (have == 0 && (!git || expect.size.is_some()))
+            .then(|| hashing::StreamHasher::new(expect.size.unwrap_or(0), git));
         let mut failures = 0u32;
         // Stalls of the headers and of the body, all attempts together.
         let mut stalls = 0u32;
@@ -707,6 +714,12 @@ impl HubClient {
                 progress.advance(0);
                 have = 0;
             }
+            if !append && (!git || expect.size.is_some()) {
+                hasher = Some(hashing::StreamHasher::new(expect.size.unwrap_or(0), git));
+            }
+            if hasher.as_ref().is_some_and(|h| h.len() != have) {
+                hasher = None;
+            }
             let mut file = tokio::fs::OpenOptions::new()
                 .create(true)
                 .write(true)
@@ -740,6 +753,9 @@ impl HubClient {
                         file.write_all(&c)
                             .await
                             .map_err(|e| HubError::io(&part, e))?;
+                        if let Some(h) = &mut hasher {
+                            h.update(&c);
+                        }
                         have += c.len() as u64;
                         stats.bytes_on_wire += c.len() as u64;
                         progress.advance(c.len() as u64);
@@ -786,7 +802,10 @@ impl HubClient {
             }
             tokio::time::sleep(self.retry.delay(failures.saturating_sub(1))).await;
         }
-        let hashes = hashing::hash_file_async(&part).await?;
+        let hashes = match hasher {
+            Some(h) if h.len() == have => h.finish(),
+            _ => hashing::hash_file_async(&part, git).await?,
+        };
         let bad = |what: &'static str, expected: &str, actual: &str| HubError::Integrity {
             repo: repo.into(),
             file: path.into(),
@@ -810,11 +829,12 @@ impl HubClient {
             let _ = tokio::fs::remove_file(&part).await;
             return Err(bad("SHA-256", want, &hashes.sha256_hex()));
         }
-        if let Some(want) = &expect.git_oid
-            && !want.eq_ignore_ascii_case(&hashes.git_oid)
-        {
-            let _ = tokio::fs::remove_file(&part).await;
-            return Err(bad("git blob id", want, &hashes.git_oid));
+        if let Some(want) = &expect.git_oid {
+            let got = hashes.git_oid.as_deref().unwrap_or_default();
+            if !want.eq_ignore_ascii_case(got) {
+                let _ = tokio::fs::remove_file(&part).await;
+                return Err(bad("git blob id", want, got));
+            }
         }
         tokio::fs::rename(&part, dst)
             .await
@@ -1265,7 +1285,7 @@ impl HubClient {
         for (f, (is_lfs, remote)) in files.iter().zip(modes) {
             if is_lfs {
                 lfs.push(f);
-            } else if remote.as_deref() != Some(f.hashes.git_oid.as_str()) {
+            } else if remote.is_none() || remote != f.hashes.git_oid {
                 regular.push(f);
             }
         }

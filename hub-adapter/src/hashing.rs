@@ -16,8 +16,10 @@ pub struct FileHashes {
     pub size: u64,
     /// SHA-256 of the content.
     pub sha256: [u8; 32],
-    /// Git blob id of the content (hex).
-    pub git_oid: String,
+    /// Git blob id of the content (hex), where it was asked for: it is the
+    /// identity of a regular (non-LFS) file only, and a second full pass
+    /// over the bytes (SHA-1) that LFS files do not need.
+    pub git_oid: Option<String>,
 }
 
 impl FileHashes {
@@ -27,13 +29,12 @@ impl FileHashes {
     }
 }
 
-/// Hash a file (blocking).
-pub fn hash_file(path: &Path) -> Result<FileHashes> {
+/// Hash a file (blocking): its SHA-256, and its git blob id when `git`.
+pub fn hash_file(path: &Path, git: bool) -> Result<FileHashes> {
     let mut f = std::fs::File::open(path).map_err(|e| HubError::io(path, e))?;
     let size = f.metadata().map_err(|e| HubError::io(path, e))?.len();
     let mut sha = Sha256::new();
-    let mut git = Sha1::new();
-    git.update(format!("blob {size}\0").as_bytes());
+    let mut git = git.then(|| blob_hasher(size));
     let mut buf = vec![0u8; 1 << 20];
     let mut seen = 0u64;
     loop {
@@ -42,7 +43,9 @@ pub fn hash_file(path: &Path) -> Result<FileHashes> {
             break;
         }
         sha.update(&buf[..n]);
-        git.update(&buf[..n]);
+        if let Some(g) = &mut git {
+            g.update(&buf[..n]);
+        }
         seen += n as u64;
     }
     if seen != size {
@@ -54,26 +57,37 @@ pub fn hash_file(path: &Path) -> Result<FileHashes> {
     Ok(FileHashes {
         size,
         sha256: sha.finalize().into(),
-        git_oid: hex::encode(git.finalize()),
+        git_oid: git.map(|g| hex::encode(g.finalize())),
     })
 }
 
-/// Hash bytes in memory.
-pub fn hash_bytes(data: &[u8]) -> FileHashes {
+/// A SHA-1 fed git's blob header for `size` bytes of content.
+fn blob_hasher(size: u64) -> Sha1 {
     let mut git = Sha1::new();
-    git.update(format!("blob {}\0", data.len()).as_bytes());
+    git.update(format!("blob {size}\0").as_bytes());
+    git
+}
+
+/// The git blob id of bytes in memory (hex).
+pub fn git_blob_id(data: &[u8]) -> String {
+    let mut git = blob_hasher(data.len() as u64);
     git.update(data);
+    hex::encode(git.finalize())
+}
+
+/// Hash bytes in memory (both hashes).
+pub fn hash_bytes(data: &[u8]) -> FileHashes {
     FileHashes {
         size: data.len() as u64,
         sha256: Sha256::digest(data).into(),
-        git_oid: hex::encode(git.finalize()),
+        git_oid: Some(git_blob_id(data)),
     }
 }
 
-/// Hash a file on the blocking pool.
-pub async fn hash_file_async(path: &Path) -> Result<FileHashes> {
+/// [`hash_file`] on the blocking pool.
+pub async fn hash_file_async(path: &Path, git: bool) -> Result<FileHashes> {
     let p = path.to_path_buf();
-    tokio::task::spawn_blocking(move || hash_file(&p))
+    tokio::task::spawn_blocking(move || hash_file(&p, git))
         .await
         .map_err(|e| HubError::io(path, std::io::Error::other(e.to_string())))?
 }
@@ -109,67 +123,93 @@ pub fn file_body(path: &Path) -> Result<reqwest::Body> {
     ))
 }
 
-/// A writer that only hashes (and counts) what goes through it.
-#[derive(Default)]
-pub struct HashWriter {
+/// The SHA-256 and, when asked, the git blob id of bytes fed in order (a
+/// download hashed as it arrives, not read back afterwards).
+pub struct StreamHasher {
     sha: Sha256,
-    /// Bytes written.
-    pub len: u64,
-}
-
-impl HashWriter {
-    /// A fresh writer.
-    pub fn new() -> Self {
-        Self::default()
-    }
-    /// The SHA-256 of everything written.
-    pub fn finish(self) -> [u8; 32] {
-        self.sha.finalize().into()
-    }
-}
-
-impl Write for HashWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.sha.update(buf);
-        self.len += buf.len() as u64;
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// A writer that passes everything to `inner` while computing the SHA-256
-/// and the git blob id of it. The git blob id needs the length first: it is
-/// computed for `expected_len` bytes, and is only meaningful (and only
-/// checked by callers) when that many bytes went through.
-pub struct TeeHasher<W: Write> {
-    inner: W,
-    sha: Sha256,
-    git: Sha1,
+    git: Option<Sha1>,
     len: u64,
 }
 
-impl<W: Write> TeeHasher<W> {
-    /// Hash what is written to `inner`, expecting `expected_len` bytes.
-    pub fn new(inner: W, expected_len: u64) -> Self {
-        let mut git = Sha1::new();
-        git.update(format!("blob {expected_len}\0").as_bytes());
-        TeeHasher {
-            inner,
+impl StreamHasher {
+    /// A hasher for content of `expected_len` bytes (the git blob id needs
+    /// the length first, and is only meaningful if that many are fed).
+    pub fn new(expected_len: u64, git: bool) -> Self {
+        StreamHasher {
             sha: Sha256::new(),
-            git,
+            git: git.then(|| blob_hasher(expected_len)),
             len: 0,
         }
     }
-    /// The inner writer and the hashes of everything written.
-    pub fn finish(self) -> (W, FileHashes) {
+    /// Feed the next bytes.
+    pub fn update(&mut self, data: &[u8]) {
+        self.sha.update(data);
+        if let Some(g) = &mut self.git {
+            g.update(data);
+        }
+        self.len += data.len() as u64;
+    }
+    /// Bytes fed so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+    /// Whether nothing was fed.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The hashes of everything fed.
+    pub fn finish(self) -> FileHashes {
+        FileHashes {
+            size: self.len,
+            sha256: self.sha.finalize().into(),
+            git_oid: self.git.map(|g| hex::encode(g.finalize())),
+        }
+    }
+}
+
+/// A writer that passes everything to `inner`, counting it and hashing it
+/// as asked: the SHA-256 (not where the producer already hashes what it
+/// writes, as the archive decoder does) and the git blob id (only regular
+/// files need it). The git blob id needs the length first: it is computed
+/// for `expected_len` bytes, and is only meaningful (and only checked by
+/// callers) when that many bytes went through.
+pub struct TeeHasher<W: Write> {
+    inner: W,
+    sha: Option<Sha256>,
+    git: Option<Sha1>,
+    len: u64,
+}
+
+/// What a [`TeeHasher`] saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Teed {
+    /// Bytes passed on.
+    pub len: u64,
+    /// Their SHA-256, if asked for.
+    pub sha256: Option<[u8; 32]>,
+    /// Their git blob id (hex), if asked for.
+    pub git_oid: Option<String>,
+}
+
+impl<W: Write> TeeHasher<W> {
+    /// Pass what is written on to `inner`, expecting `expected_len` bytes,
+    /// hashing it with SHA-256 when `sha256` and git's blob id when `git`.
+    pub fn new(inner: W, expected_len: u64, sha256: bool, git: bool) -> Self {
+        TeeHasher {
+            inner,
+            sha: sha256.then(Sha256::new),
+            git: git.then(|| blob_hasher(expected_len)),
+            len: 0,
+        }
+    }
+    /// The inner writer and what went through.
+    pub fn finish(self) -> (W, Teed) {
         (
             self.inner,
-            FileHashes {
-                size: self.len,
-                sha256: self.sha.finalize().into(),
-                git_oid: hex::encode(self.git.finalize()),
+            Teed {
+                len: self.len,
+                sha256: self.sha.map(|s| s.finalize().into()),
+                git_oid: self.git.map(|g| hex::encode(g.finalize())),
             },
         )
     }
@@ -179,8 +219,12 @@ impl<W: Write> Write for TeeHasher<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
         let done = buf.get(..n).unwrap_or(buf);
-        self.sha.update(done);
-        self.git.update(done);
+        if let Some(s) = &mut self.sha {
+            s.update(done);
+        }
+        if let Some(g) = &mut self.git {
+            g.update(done);
+        }
         self.len += n as u64;
         Ok(n)
     }
@@ -197,18 +241,50 @@ mod tests {
     fn git_blob_id() {
         // `printf 'hello\n' | git hash-object --stdin`
         assert_eq!(
-            hash_bytes(b"hello\n").git_oid,
-            "ce013625030ba8dba906f756967f9e9ca394464a"
+            hash_bytes(b"hello\n").git_oid.as_deref(),
+            Some("ce013625030ba8dba906f756967f9e9ca394464a")
         );
     }
 
     #[test]
     fn tee_hashes_what_it_passes_on() {
-        let mut t = TeeHasher::new(Vec::new(), 6);
-        t.write_all(b"hel").unwrap();
-        t.write_all(b"lo\n").unwrap();
-        let (out, h) = t.finish();
-        assert_eq!(out, b"hello\n");
-        assert_eq!(h, hash_bytes(b"hello\n"));
+        let want = hash_bytes(b"hello\n");
+        for (sha256, git) in [(true, true), (true, false), (false, true), (false, false)] {
+            let mut t = TeeHasher::new(Vec::new(), 6, sha256, git);
+            t.write_all(b"hel").unwrap();
+            t.write_all(b"lo\n").unwrap();
+            let (out, h) = t.finish();
+            assert_eq!(out, b"hello\n");
+            assert_eq!(h.len, 6);
+            assert_eq!(h.sha256, sha256.then_some(want.sha256));
+            assert_eq!(h.git_oid, want.git_oid.clone().filter(|_| git));
+        }
+    }
+
+    #[test]
+    fn file_hashes_compute_the_blob_id_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, b"hello\n").unwrap();
+        assert_eq!(hash_file(&p, true).unwrap(), hash_bytes(b"hello\n"));
+        let h = hash_file(&p, false).unwrap();
+        assert_eq!(
+            (h.size, h.sha256, h.git_oid),
+            (6, hash_bytes(b"hello\n").sha256, None)
+        );
+    }
+
+    #[test]
+    fn a_stream_hashes_as_the_whole() {
+        let mut s = StreamHasher::new(6, true);
+        s.update(b"hel");
+        s.update(b"");
+        s.update(b"lo\n");
+        assert_eq!(s.len(), 6);
+        assert_eq!(s.finish(), hash_bytes(b"hello\n"));
+        let mut s = StreamHasher::new(6, false);
+        s.update(b"hello\n");
+        let h = s.finish();
+        assert_eq!((h.sha256, h.git_oid), (hash_bytes(b"hello\n").sha256, None));
     }
 }

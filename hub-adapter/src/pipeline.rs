@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::cache::{RepoCache, write_atomic};
 use crate::client::{Expect, HubClient, RepoFile, UploadFile};
 use crate::error::{HubError, Result};
-use crate::hashing::{FileHashes, HashWriter, hash_file};
+use crate::hashing::{FileHashes, hash_file};
 use crate::manifest::{
     Encoding, FileEntry, MANIFEST_NAME, MAX_MANIFEST_LEN, Manifest, PRIOR_NAME, SOURCE_PREFIX,
     Source,
@@ -388,7 +388,7 @@ async fn fetch_manifest(
 fn same_content(remote: &RepoFile, h: &FileHashes) -> bool {
     remote.size == h.size
         && (remote.lfs_sha256.as_deref() == Some(h.sha256_hex().as_str())
-            || remote.oid == h.git_oid)
+            || h.git_oid.as_deref() == Some(remote.oid.as_str()))
 }
 
 /// Download `opts.src`, compress its safetensors shards, prove each decodes to
@@ -577,6 +577,8 @@ pub async fn mirror(
     // Download what is not already complete in the work folder.
     let src_dir = work.join("src");
     let mut todo = Vec::new();
+    // The hashes each source file was checked with against the Hub, by path.
+    let mut checked: HashMap<String, FileHashes> = HashMap::new();
     for f in &files {
         let local = src_dir.join(&f.path);
         // A file left by an earlier run is kept only if it is the Hub's
@@ -584,13 +586,18 @@ pub async fn mirror(
         // downloaded again rather than failing every later run.
         let mut done = std::fs::metadata(&local).is_ok_and(|m| m.is_file() && m.len() == f.size);
         if done {
-            let l2 = local.clone();
-            let h = blocking(move || hash_file(&l2)).await?;
+            let (l2, git) = (local.clone(), f.lfs_sha256.is_none());
+            let h = blocking(move || hash_file(&l2, git)).await?;
             done = match &f.lfs_sha256 {
                 Some(s) => s.eq_ignore_ascii_case(&h.sha256_hex()),
-                None => f.oid.eq_ignore_ascii_case(&h.git_oid),
+                None => h
+                    .git_oid
+                    .as_deref()
+                    .is_some_and(|g| g.eq_ignore_ascii_case(&f.oid)),
             };
-            if !done {
+            if done {
+                checked.insert(f.path.clone(), h);
+            } else {
                 note(&format!(
                     "{} in the work folder is not {}@{}: downloading it again",
                     local.display(),
@@ -624,15 +631,29 @@ pub async fn mirror(
             .download_many(&opts.src, &commit, &todo, opts.progress.clone())
             .await?;
         report.downloaded_bytes = stats.iter().map(|s| s.bytes_on_wire).sum();
+        for ((path, _, _), s) in todo.iter().zip(stats) {
+            if let Some(h) = s.hashes {
+                checked.insert(path.clone(), h);
+            }
+        }
     }
 
-    // Hashes of every source file (LFS sha256 from the Hub for LFS files).
+    // Hashes of every source file (LFS sha256 from the Hub for LFS files):
+    // those the download or the kept-file check just took, else the file's.
+    // (What is compressed is proven below against these, by decoding.)
     let mut src_hashes = Vec::new();
     for f in &files {
-        let local = src_dir.join(&f.path);
-        let h = blocking(move || hash_file(&local)).await?;
+        let h = match checked.remove(&f.path) {
+            Some(h) => h,
+            None => {
+                let (local, git) = (src_dir.join(&f.path), f.lfs_sha256.is_none());
+                blocking(move || hash_file(&local, git)).await?
+            }
+        };
         let want = f.lfs_sha256.clone().unwrap_or_else(|| h.sha256_hex());
-        if h.sha256_hex() != want || (f.lfs_sha256.is_none() && h.git_oid != f.oid) {
+        if h.sha256_hex() != want
+            || (f.lfs_sha256.is_none() && h.git_oid.as_deref() != Some(f.oid.as_str()))
+        {
             let _ = std::fs::remove_file(src_dir.join(&f.path));
             return Err(HubError::Integrity {
                 repo: opts.src.clone(),
@@ -719,16 +740,17 @@ pub async fn mirror(
                         .await?;
                     }
                     let (o, p, threads) = (out.clone(), f.path.clone(), opts.threads);
+                    // The decoder hashes what it writes (and checks it
+                    // against the archive's own SHA-256): its digest is
+                    // the proof.
                     let proof = blocking(move || {
-                        let mut w = HashWriter::new();
-                        brevis_core::decompress_to(
+                        let r = brevis_core::decompress_to(
                             &o,
-                            &mut w,
+                            &mut std::io::sink(),
                             &brevis_core::DecompressOptions::default().threads(threads),
                         )
                         .map_err(|e| codec_err_d(&p, e))?;
-                        let len = w.len;
-                        Ok((w.finish(), len))
+                        Ok((r.sha256, r.original_len))
                     })
                     .await;
                     let failure = match proof {
@@ -758,8 +780,15 @@ pub async fn mirror(
                 out
             }
         };
+        // A file of 10 MiB or more goes by LFS on the Hub (and on `serve`):
+        // its SHA-256 is its identity there, and its blob id (a second pass
+        // of SHA-1) is never asked for.
         let s2 = stored.clone();
-        let sh = blocking(move || hash_file(&s2)).await?;
+        let regular = std::fs::metadata(&stored)
+            .map_err(|e| HubError::io(&stored, e))?
+            .len()
+            < crate::server::store::LFS_SIZE_THRESHOLD;
+        let sh = blocking(move || hash_file(&s2, regular)).await?;
         report.files.push(FileEntry {
             path: f.path.clone(),
             size: f.size,
@@ -1129,7 +1158,7 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
                 ))
             } else {
                 let p2 = p.clone();
-                let sha = blocking(move || hash_file(&p2)).await?.sha256_hex();
+                let sha = blocking(move || hash_file(&p2, false)).await?.sha256_hex();
                 if sha.eq_ignore_ascii_case(&f.sha256) {
                     kept.insert(f.path.as_str());
                     None
@@ -1171,8 +1200,8 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
         }
         let p = final_path(f)?;
         let ok = if std::fs::metadata(&p).is_ok_and(|x| x.is_file() && x.len() == f.size) {
-            let p2 = p.clone();
-            let h = blocking(move || hash_file(&p2)).await?;
+            let (p2, git) = (p.clone(), !f.lfs);
+            let h = blocking(move || hash_file(&p2, git)).await?;
             check_identity(&opts.repo, f, &h).is_ok()
         } else {
             false
@@ -1216,11 +1245,14 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
         let local = work.join("dl").join(&f.archive);
         // A complete download left by an interrupted run is kept if it checks.
         if std::fs::metadata(&local).is_ok_and(|m| m.is_file() && m.len() == r.size) {
-            let l2 = local.clone();
-            let h = blocking(move || hash_file(&l2)).await?;
+            let (l2, git) = (local.clone(), expect.git_oid.is_some());
+            let h = blocking(move || hash_file(&l2, git)).await?;
             let good = match &expect.sha256 {
                 Some(s) => s.eq_ignore_ascii_case(&h.sha256_hex()),
-                None => r.oid.eq_ignore_ascii_case(&h.git_oid),
+                None => h
+                    .git_oid
+                    .as_deref()
+                    .is_some_and(|g| g.eq_ignore_ascii_case(&r.oid)),
             };
             if good {
                 continue;
@@ -1537,10 +1569,26 @@ fn check_identity(repo: &str, f: &FileEntry, h: &FileHashes) -> Result<()> {
     if !sha.eq_ignore_ascii_case(&f.sha256) {
         return Err(bad("SHA-256", f.sha256.clone(), sha));
     }
-    if !f.lfs && !h.git_oid.eq_ignore_ascii_case(&f.git_oid) {
-        return Err(bad("git blob id", f.git_oid.clone(), h.git_oid.clone()));
+    if !f.lfs {
+        let got = h.git_oid.as_deref().unwrap_or_default();
+        if !got.eq_ignore_ascii_case(&f.git_oid) {
+            return Err(bad("git blob id", f.git_oid.clone(), got.to_string()));
+        }
     }
     Ok(())
+}
+
+/// The hashes of bytes that went through a [`crate::hashing::TeeHasher`]:
+/// `decoded`, the digest of the decoder that wrote them (it hashes what it
+/// writes), or else the tee's own (which then was asked for one).
+fn teed_hashes(t: crate::hashing::Teed, decoded: Option<[u8; 32]>) -> FileHashes {
+    FileHashes {
+        size: t.len,
+        sha256: decoded
+            .or(t.sha256)
+            .expect("bytes not decoded are hashed by the tee"),
+        git_oid: t.git_oid,
+    }
 }
 
 /// Decode (or copy) `stored` into an unnamed temp file beside `dst`, hashing
@@ -1557,9 +1605,12 @@ fn restore(
     use std::io::Write as _;
     let tmp = brevis_core::fsutil::TempFile::beside(dst).map_err(|e| HubError::io(dst, e))?;
     let file = tmp.file().map_err(|e| HubError::io(dst, e))?;
-    let mut w = crate::hashing::TeeHasher::new(std::io::BufWriter::new(file), f.size);
-    match f.encoding {
-        Encoding::Brv => {
+    // The decoder hashes what it writes: the tee adds the SHA-256 only for
+    // a copied file, and the git blob id only for a regular one.
+    let brv = f.encoding == Encoding::Brv;
+    let mut w = crate::hashing::TeeHasher::new(std::io::BufWriter::new(file), f.size, !brv, !f.lfs);
+    let decoded = match f.encoding {
+        Encoding::Brv => Some(
             brevis_core::decompress_to(
                 stored,
                 &mut w,
@@ -1567,20 +1618,22 @@ fn restore(
                     .threads(threads)
                     .progress(progress),
             )
-            .map_err(|e| codec_err_d(&f.path, e))?;
-        }
+            .map_err(|e| codec_err_d(&f.path, e))?
+            .sha256,
+        ),
         Encoding::Identity => {
             let mut src = std::fs::File::open(stored).map_err(|e| HubError::io(stored, e))?;
             std::io::copy(&mut src, &mut w).map_err(|e| HubError::io(dst, e))?;
+            None
         }
-    }
+    };
     w.flush().map_err(|e| HubError::io(dst, e))?;
-    let (buf, h) = w.finish();
+    let (buf, t) = w.finish();
     drop(
         buf.into_inner()
             .map_err(|e| HubError::io(dst, e.into_error()))?,
     );
-    check_identity(repo, f, &h)?;
+    check_identity(repo, f, &teed_hashes(t, decoded))?;
     tmp.persist(dst, true).map_err(|e| HubError::io(dst, e))?;
     Ok(())
 }
@@ -1647,15 +1700,16 @@ pub fn verify_local(folder: &Path, threads: usize) -> Result<VerifyReport> {
             continue;
         }
         let got = match f.encoding {
-            Encoding::Identity => hash_file(&stored),
+            Encoding::Identity => hash_file(&stored, !f.lfs),
             Encoding::Brv => {
-                let mut w = crate::hashing::TeeHasher::new(std::io::sink(), f.size);
+                // The decoder's digest, and the blob id of a regular file.
+                let mut w = crate::hashing::TeeHasher::new(std::io::sink(), f.size, false, !f.lfs);
                 match brevis_core::decompress_to(
                     &stored,
                     &mut w,
                     &brevis_core::DecompressOptions::default().threads(threads),
                 ) {
-                    Ok(_) => Ok(w.finish().1),
+                    Ok(r) => Ok(teed_hashes(w.finish().1, Some(r.sha256))),
                     Err(brevis_core::DecodeError::Io { path, source }) if path == stored => {
                         return Err(HubError::io(path, source));
                     }

@@ -299,6 +299,87 @@ async fn download_resumes_after_dropped_connection() {
     assert_eq!(sha_file(&dst), f.lfs_sha256.clone().unwrap());
     // Resumed with Range, not restarted: exactly the file's bytes went over the wire.
     assert_eq!(st.bytes_on_wire, f.size);
+    // Hashed as it arrived, across the cut: the file's SHA-256, and no
+    // blob id where none was asked for.
+    let h = st.hashes.clone().unwrap();
+    assert_eq!(
+        (h.size, h.sha256_hex(), h.git_oid),
+        (f.size, sha_file(&dst), None)
+    );
+
+    // Bytes that are not the expected ones, hashed as they arrive, are
+    // refused and nothing is left.
+    let wrong = tmp.path().join("w").join(&f.path);
+    let e = c
+        .download_file(
+            "org/model",
+            "main",
+            &f.path,
+            &wrong,
+            &Expect {
+                sha256: Some("0".repeat(64)),
+                ..expect.clone()
+            },
+            &brevis_core::NoProgress,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            HubError::Integrity {
+                what: "SHA-256",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(!wrong.exists() && !brevis_hub::client::incomplete_path(&wrong).exists());
+
+    // A regular file is checked by its blob id, hashed as it arrives too.
+    let r = files.iter().find(|f| f.lfs_sha256.is_none()).unwrap();
+    let regular = tmp.path().join("r").join(&r.path);
+    let st = c
+        .download_file(
+            "org/model",
+            "main",
+            &r.path,
+            &regular,
+            &Expect {
+                size: Some(r.size),
+                sha256: None,
+                git_oid: Some(r.oid.clone()),
+            },
+            &brevis_core::NoProgress,
+        )
+        .await
+        .unwrap();
+    assert_eq!(st.hashes.unwrap().git_oid.as_deref(), Some(r.oid.as_str()));
+    let e = c
+        .download_file(
+            "org/model",
+            "main",
+            &r.path,
+            &tmp.path().join("r2").join(&r.path),
+            &Expect {
+                size: Some(r.size),
+                sha256: None,
+                git_oid: Some("0".repeat(40)),
+            },
+            &brevis_core::NoProgress,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            HubError::Integrity {
+                what: "git blob id",
+                ..
+            }
+        ),
+        "{e}"
+    );
 
     // A partial file left by an earlier run is resumed too.
     let dst2 = tmp.path().join("b").join(&f.path);
@@ -785,7 +866,7 @@ async fn pull_refuses_a_git_oid_that_is_not_the_bytes() {
         let bytes = std::fs::read(&p).unwrap();
         let h = brevis_hub::hashing::hash_bytes(&bytes);
         assert!(
-            b == h.git_oid || b == h.sha256_hex(),
+            h.git_oid.as_deref() == Some(b.as_str()) || b == h.sha256_hex(),
             "{b} holds other bytes"
         );
     }

@@ -1598,7 +1598,7 @@ async fn commit(
                     return bad(format!("{path}: size does not match the LFS object"));
                 }
                 let pointer = store::lfs_pointer(&oid, meta.len());
-                let git_oid = crate::hashing::hash_bytes(pointer.as_bytes()).git_oid;
+                let git_oid = crate::hashing::git_blob_id(pointer.as_bytes());
                 adds.push((
                     path.to_string(),
                     FileRec {

@@ -42,14 +42,16 @@ pub struct FileRec {
 }
 
 impl FileRec {
-    /// A record for content with these hashes.
+    /// A record for content with these hashes (which hold the git blob id
+    /// when the file is regular).
     pub fn new(h: &FileHashes, lfs: bool) -> FileRec {
         let sha = h.sha256_hex();
         let git_oid = if lfs {
-            let pointer = lfs_pointer(&sha, h.size);
-            crate::hashing::hash_bytes(pointer.as_bytes()).git_oid
+            crate::hashing::git_blob_id(lfs_pointer(&sha, h.size).as_bytes())
         } else {
-            h.git_oid.clone()
+            h.git_oid
+                .clone()
+                .expect("a regular file is hashed with its blob id")
         };
         FileRec {
             size: h.size,
@@ -482,7 +484,7 @@ impl Store {
                     .to_string_lossy()
                     .replace('\\', "/");
                 check_repo_path(&rel)?;
-                let h = hash_file(&p)?;
+                let h = hash_file(&p, true)?;
                 let sha = h.sha256_hex();
                 if !self.has_object(&sha, h.size) {
                     let tmp = self.tmp_dir().join(format!("seed-{sha}"));
