@@ -281,21 +281,22 @@ async fn download_resumes_after_dropped_connection() {
         sha256: f.lfs_sha256.clone(),
         git_oid: None,
     };
+    let get = async |path: &str, dst: &Path, expect: &Expect| {
+        c.download_file(
+            "org/model",
+            "main",
+            path,
+            dst,
+            expect,
+            &brevis_core::NoProgress,
+        )
+        .await
+    };
 
     // The server cuts the first response after 100 000 bytes.
     *srv.faults().cut_downloads.lock().unwrap() = Some((100_000, 1));
     let dst = tmp.path().join("a").join(&f.path);
-    let st = c
-        .download_file(
-            "org/model",
-            "main",
-            &f.path,
-            &dst,
-            &expect,
-            &brevis_core::NoProgress,
-        )
-        .await
-        .unwrap();
+    let st = get(&f.path, &dst, &expect).await.unwrap();
     assert_eq!(sha_file(&dst), f.lfs_sha256.clone().unwrap());
     // Resumed with Range, not restarted: exactly the file's bytes went over the wire.
     assert_eq!(st.bytes_on_wire, f.size);
@@ -310,20 +311,16 @@ async fn download_resumes_after_dropped_connection() {
     // Bytes that are not the expected ones, hashed as they arrive, are
     // refused and nothing is left.
     let wrong = tmp.path().join("w").join(&f.path);
-    let e = c
-        .download_file(
-            "org/model",
-            "main",
-            &f.path,
-            &wrong,
-            &Expect {
-                sha256: Some("0".repeat(64)),
-                ..expect.clone()
-            },
-            &brevis_core::NoProgress,
-        )
-        .await
-        .unwrap_err();
+    let e = get(
+        &f.path,
+        &wrong,
+        &Expect {
+            sha256: Some("0".repeat(64)),
+            ..expect.clone()
+        },
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(
             e,
@@ -339,37 +336,29 @@ async fn download_resumes_after_dropped_connection() {
     // A regular file is checked by its blob id, hashed as it arrives too.
     let r = files.iter().find(|f| f.lfs_sha256.is_none()).unwrap();
     let regular = tmp.path().join("r").join(&r.path);
-    let st = c
-        .download_file(
-            "org/model",
-            "main",
-            &r.path,
-            &regular,
-            &Expect {
-                size: Some(r.size),
-                sha256: None,
-                git_oid: Some(r.oid.clone()),
-            },
-            &brevis_core::NoProgress,
-        )
-        .await
-        .unwrap();
+    let st = get(
+        &r.path,
+        &regular,
+        &Expect {
+            size: Some(r.size),
+            sha256: None,
+            git_oid: Some(r.oid.clone()),
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(st.hashes.unwrap().git_oid.as_deref(), Some(r.oid.as_str()));
-    let e = c
-        .download_file(
-            "org/model",
-            "main",
-            &r.path,
-            &tmp.path().join("r2").join(&r.path),
-            &Expect {
-                size: Some(r.size),
-                sha256: None,
-                git_oid: Some("0".repeat(40)),
-            },
-            &brevis_core::NoProgress,
-        )
-        .await
-        .unwrap_err();
+    let e = get(
+        &r.path,
+        &tmp.path().join("r2").join(&r.path),
+        &Expect {
+            size: Some(r.size),
+            sha256: None,
+            git_oid: Some("0".repeat(40)),
+        },
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(
             e,
@@ -386,17 +375,7 @@ async fn download_resumes_after_dropped_connection() {
     std::fs::create_dir_all(dst2.parent().unwrap()).unwrap();
     let full = std::fs::read(&dst).unwrap();
     std::fs::write(brevis_hub::client::incomplete_path(&dst2), &full[..54_321]).unwrap();
-    let st2 = c
-        .download_file(
-            "org/model",
-            "main",
-            &f.path,
-            &dst2,
-            &expect,
-            &brevis_core::NoProgress,
-        )
-        .await
-        .unwrap();
+    let st2 = get(&f.path, &dst2, &expect).await.unwrap();
     assert_eq!(st2.resumed_from, 54_321);
     assert_eq!(st2.bytes_on_wire, f.size - 54_321);
     assert_eq!(std::fs::read(&dst2).unwrap(), full);
@@ -405,17 +384,7 @@ async fn download_resumes_after_dropped_connection() {
     let dst3 = tmp.path().join("c").join(&f.path);
     std::fs::create_dir_all(dst3.parent().unwrap()).unwrap();
     std::fs::write(brevis_hub::client::incomplete_path(&dst3), vec![0u8; 1000]).unwrap();
-    let e = c
-        .download_file(
-            "org/model",
-            "main",
-            &f.path,
-            &dst3,
-            &expect,
-            &brevis_core::NoProgress,
-        )
-        .await
-        .unwrap_err();
+    let e = get(&f.path, &dst3, &expect).await.unwrap_err();
     assert!(matches!(e, HubError::Integrity { .. }), "{e}");
     assert!(!dst3.exists());
     assert!(!brevis_hub::client::incomplete_path(&dst3).exists());
