@@ -651,20 +651,22 @@ pub async fn mirror(
             }
         };
         let want = f.lfs_sha256.clone().unwrap_or_else(|| h.sha256_hex());
-        if h.sha256_hex() != want
-            || (f.lfs_sha256.is_none() && h.git_oid.as_deref() != Some(f.oid.as_str()))
-        {
+        let blob = h.git_oid.as_deref().unwrap_or("not computed");
+        let differs = if h.sha256_hex() != want {
+            Some(("SHA-256", want, h.sha256_hex()))
+        } else if f.lfs_sha256.is_none() && blob != f.oid {
+            Some(("git blob id", f.oid.clone(), blob.to_string()))
+        } else {
+            None
+        };
+        if let Some((what, expected, actual)) = differs {
             let _ = std::fs::remove_file(src_dir.join(&f.path));
             return Err(HubError::Integrity {
                 repo: opts.src.clone(),
                 file: f.path.clone(),
-                what: if h.sha256_hex() != want {
-                    "SHA-256"
-                } else {
-                    "git blob id"
-                },
-                expected: want,
-                actual: h.sha256_hex(),
+                what,
+                expected,
+                actual,
             });
         }
         src_hashes.push(h);
@@ -789,6 +791,21 @@ pub async fn mirror(
             .len()
             < crate::server::store::LFS_SIZE_THRESHOLD;
         let sh = blocking(move || hash_file(&s2, regular)).await?;
+        // A file uploaded as it is must still be the bytes checked against
+        // the Hub above (an archive was proven by decoding): a file changed
+        // in the work folder since (or two source paths that one
+        // case-insensitive file system holds as one) is refused, not
+        // published under the source's SHA-256.
+        if *enc == Encoding::Identity && (sh.size != h.size || sh.sha256 != h.sha256) {
+            let _ = std::fs::remove_file(&stored);
+            return Err(HubError::Integrity {
+                repo: opts.src.clone(),
+                file: f.path.clone(),
+                what: "SHA-256",
+                expected: sha_hex,
+                actual: sh.sha256_hex(),
+            });
+        }
         report.files.push(FileEntry {
             path: f.path.clone(),
             size: f.size,

@@ -1080,6 +1080,55 @@ async fn mirror_does_not_replace_a_repo_that_is_not_a_mirror() {
     srv.shutdown().await;
 }
 
+/// Rewrites every `config.json` under `root` when a download unit ends:
+/// a file that changes in the work folder after its download was checked.
+struct RewriteAfterDownload {
+    root: PathBuf,
+    label: std::sync::Mutex<String>,
+}
+
+impl brevis_core::ProgressSink for RewriteAfterDownload {
+    fn start(&self, label: &str, _total: u64) {
+        *self.label.lock().unwrap() = label.to_string();
+    }
+    fn finish(&self) {
+        if self.label.lock().unwrap().starts_with("download") {
+            for f in files_under(&self.root) {
+                if f.ends_with("src/config.json") {
+                    std::fs::write(self.root.join(f), b"{\"not\": \"the source\"}").unwrap();
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_refuses_a_file_changed_after_its_download_was_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = seed_dir();
+    let srv = serve(&tmp.path().join("store"), &[("org/model", &seed)], |o| o).await;
+    let c = client(&srv.url(), None);
+    let work = tmp.path().join("work");
+    let sink = Arc::new(RewriteAfterDownload {
+        root: work.clone(),
+        label: Default::default(),
+    });
+    let e = brevis_hub::mirror(
+        &c,
+        &c,
+        &MirrorOptions::new("org/model", &work).progress(sink),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&e, HubError::Integrity { file, what: "SHA-256", .. } if file == "config.json"),
+        "{e}"
+    );
+    // Nothing was published.
+    assert!(c.list_files("org/model-brevis", "main").await.is_err());
+    srv.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_archive_in_the_work_folder_is_rebuilt() {
     let tmp = tempfile::tempdir().unwrap();
