@@ -510,8 +510,8 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
         match first_hole(&st.shape, "top", t.width, 0) {
             None => {
                 if st.shape == Shape::Lit(None) {
-                    // The incumbent already is this program.
-                    judged += 1;
+                    // The incumbent already is this program: judged before
+                    // the search, it takes none of the budget.
                     continue;
                 }
                 if st.shape == Shape::Generic {
@@ -824,6 +824,27 @@ mod tests {
             }
         }
         p
+    }
+
+    /// The incumbent takes none of the budget: where the prior ranks the
+    /// bare literal first, budget 1 still judges a structured program
+    /// (it used to spend it popping the literal again, and a file of such
+    /// tensors then fell through to the slow whole-file path).
+    #[test]
+    fn budget_one_judges_a_program_even_when_the_literal_ranks_first() {
+        let w = bf16_like(20_000);
+        let t = up_proj(&w);
+        let p = prior_of(&t, &[("lit", 16), ("float", 1)]);
+        let lit = synthesize(&t, &p, 0);
+        let one = synthesize(&t, &p, 1);
+        assert_eq!(one.judged, 1);
+        assert!(!matches!(one.shape, Shape::Lit(_)), "{}", one.shape.text());
+        assert!(
+            one.sample_bytes < lit.sample_bytes * 3 / 4,
+            "{} vs {}",
+            one.sample_bytes,
+            lit.sample_bytes
+        );
     }
 
     #[test]
