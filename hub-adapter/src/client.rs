@@ -315,6 +315,11 @@ impl HubClient {
         self
     }
 
+    /// How many files are downloaded or uploaded at once.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
     /// The endpoint, without a trailing slash.
     pub fn endpoint(&self) -> &str {
         &self.endpoint

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use brevis_core::{NoProgress, ProgressSink};
+use futures_util::StreamExt;
 use serde::Serialize;
 
 use crate::cache::{RepoCache, write_atomic};
@@ -1284,21 +1285,118 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
             dl.len(),
             opts.repo
         ));
-        let stats = client
-            .download_many(&opts.repo, &info.sha, &dl, opts.progress.clone())
-            .await?;
-        report.downloaded_bytes = stats.iter().map(|s| s.bytes_on_wire).sum();
     }
+    // Each stored file's restores start as soon as it is here (those left
+    // complete by an earlier run at once), one at a time, while the others
+    // download: a sharded mirror decodes shard k while k + 1 arrives. The
+    // download has the progress bar while it runs.
+    let mut files_of: HashMap<&str, Vec<&FileEntry>> = HashMap::new();
+    let mut stored_files = Vec::new();
     for f in &need {
-        let stored = work.join("dl").join(&f.archive);
-        let dst = final_path(f)?;
-        if let Some(parent) = dst.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
+        let v = files_of.entry(f.archive.as_str()).or_default();
+        if v.is_empty() {
+            stored_files.push(f.archive.as_str());
         }
-        clean_stale_temps(&dst);
-        let (f2, threads, progress) = ((*f).clone(), opts.threads, opts.progress.clone());
-        let repo = opts.repo.clone();
-        blocking(move || restore(&stored, &dst, &f2, threads, progress, &repo)).await?;
+        v.push(*f);
+    }
+    let downloading: std::collections::HashSet<&str> =
+        dl.iter().map(|(a, _, _)| a.as_str()).collect();
+    let mut ready: std::collections::VecDeque<&str> = stored_files
+        .into_iter()
+        .filter(|a| !downloading.contains(a))
+        .collect();
+    let restore_files = |archive: &str, progress: Arc<dyn ProgressSink>| {
+        let jobs = files_of[archive]
+            .iter()
+            .map(|f| {
+                let stored = work.join("dl").join(&f.archive);
+                Ok((stored, final_path(f)?, (*f).clone()))
+            })
+            .collect::<Result<Vec<_>>>();
+        let (threads, repo) = (opts.threads, opts.repo.clone());
+        tokio::task::spawn_blocking(move || -> Result<()> {
+            for (stored, dst, f) in jobs? {
+                if let Some(parent) = dst.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
+                }
+                clean_stale_temps(&dst);
+                restore(&stored, &dst, &f, threads, progress.clone(), &repo)?;
+            }
+            Ok(())
+        })
+    };
+    let total: u64 = dl.iter().filter_map(|(_, _, e)| e.size).sum();
+    if !dl.is_empty() {
+        opts.progress
+            .start(&format!("download {}", opts.repo), total);
+    }
+    let (progress, commit) = (opts.progress.clone(), info.sha.as_str());
+    // The futures are made first, then run: a closure in the stream would
+    // make this future not `Send` for callers that spawn it.
+    let fetches: Vec<_> = dl
+        .iter()
+        .map(|(archive, local, expect)| {
+            let progress = progress.clone();
+            async move {
+                let r = client
+                    .download_file(&opts.repo, commit, archive, local, expect, &*progress)
+                    .await;
+                (archive.as_str(), r)
+            }
+        })
+        .collect();
+    let mut downloads = futures_util::stream::iter(fetches).buffer_unordered(client.concurrency());
+    let (mut left, mut restoring) = (dl.len(), None);
+    let mut failed = None;
+    loop {
+        if restoring.is_none()
+            && failed.is_none()
+            && let Some(a) = ready.pop_front()
+        {
+            let sink: Arc<dyn ProgressSink> = if left > 0 {
+                Arc::new(NoProgress)
+            } else {
+                opts.progress.clone()
+            };
+            restoring = Some(restore_files(a, sink));
+        }
+        tokio::select! {
+            Some((archive, r)) = downloads.next(), if left > 0 && failed.is_none() => {
+                left -= 1;
+                if left == 0 {
+                    opts.progress.finish();
+                }
+                match r {
+                    Ok(st) => {
+                        report.downloaded_bytes += st.bytes_on_wire;
+                        ready.push_back(archive);
+                    }
+                    Err(e) => failed = Some(e),
+                }
+            }
+            r = async { restoring.as_mut().expect("guarded").await }, if restoring.is_some() => {
+                restoring = None;
+                let r = r.map_err(|e| HubError::io("<worker>", std::io::Error::other(e.to_string())))
+                    .and_then(|r| r);
+                if let Err(e) = r {
+                    failed.get_or_insert(e);
+                }
+            }
+            else => break,
+        }
+    }
+    if failed.is_none() && left > 0 {
+        failed = Some(HubError::protocol(
+            &opts.repo,
+            "download",
+            "the downloads ended early",
+        ));
+    }
+    if let Some(e) = failed {
+        if left > 0 {
+            opts.progress.finish();
+        }
+        return Err(e);
     }
     if opts.local_dir.is_none() {
         for f in chosen.iter().filter(|f| !kept.contains(f.path.as_str())) {
