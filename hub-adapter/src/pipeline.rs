@@ -1345,7 +1345,8 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
             }
         })
         .collect();
-    let mut downloads = futures_util::stream::iter(fetches).buffer_unordered(client.concurrency());
+    let mut downloads =
+        Some(futures_util::stream::iter(fetches).buffer_unordered(client.concurrency()));
     let (mut left, mut restoring) = (dl.len(), None);
     let mut failed = None;
     loop {
@@ -1361,7 +1362,9 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
             restoring = Some(restore_files(a, sink));
         }
         tokio::select! {
-            Some((archive, r)) = downloads.next(), if left > 0 && failed.is_none() => {
+            Some((archive, r)) = async { downloads.as_mut().expect("guarded").next().await },
+                if left > 0 && failed.is_none() =>
+            {
                 left -= 1;
                 if left == 0 {
                     opts.progress.finish();
@@ -1383,6 +1386,11 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
                 }
             }
             else => break,
+        }
+        if failed.is_some() {
+            // The downloads still in flight are given up now (their partial
+            // files resume next time), not kept open while a restore ends.
+            downloads = None;
         }
     }
     if failed.is_none() && left > 0 {

@@ -1366,6 +1366,42 @@ async fn evil_mirror(c: &HubClient, tmp: &Path, commit: &str) {
     .await;
 }
 
+/// Stored files are restored as they arrive, while the others download: a
+/// download that fails there fails the pull with nothing linked in the
+/// snapshot, keeps the work folder, and the next pull resumes it and reuses
+/// what was already restored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_failing_while_others_restore_leaves_a_resumable_pull() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (srv, c, commit) = mirrored(tmp.path()).await;
+    let cache = tmp.path().join("hf/hub");
+    let opts = pull_opts(&cache, tmp.path());
+    // Every answer is cut after 5000 bytes: the small files arrive (and are
+    // restored), the archive never does.
+    *srv.faults().cut_downloads.lock().unwrap() = Some((5000, 1_000_000));
+    let e = brevis_hub::pull(&c, &opts).await.unwrap_err();
+    assert!(!matches!(e, HubError::Integrity { .. }), "{e}");
+    let repo_dir = cache.join("models--org--model");
+    assert!(!repo_dir.join("snapshots").join(&commit).exists());
+    assert!(!repo_dir.join("refs").join("main").exists());
+    assert!(temp_leftovers(&repo_dir).is_empty());
+    assert!(
+        std::fs::read_dir(tmp.path().join("pw")).unwrap().count() > 0,
+        "the work folder is kept"
+    );
+
+    *srv.faults().cut_downloads.lock().unwrap() = None;
+    let r = brevis_hub::pull(&c, &opts).await.unwrap();
+    assert!(
+        r.reused > 0 && r.reused < r.files,
+        "{} of {}",
+        r.reused,
+        r.files
+    );
+    assert_holds_the_seed(&repo_dir.join("snapshots").join(&commit));
+    srv.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cached_snapshot_is_not_rewritten_with_other_bytes() {
     let tmp = tempfile::tempdir().unwrap();
