@@ -388,12 +388,22 @@ fn min_ctx_count(n: usize, overhead: f64) -> usize {
 /// tables need many words to pay).
 pub const CONTEXT_MIN_WORDS: usize = 8192;
 
-/// What a context coder's symbol costs on top of [`SYMBOL_COST`]: its
-/// table is chosen per symbol (gathered from one of up to 256 tables where
-/// order 0 keeps one in registers). Measured on astra's exponents (76M
-/// symbols), order 1 encodes about 1.2 ns and decodes 0.5 ns a symbol
-/// slower than order 0; priced as SYMBOL_COST prices a decoded symbol.
-pub const CONTEXT_SYMBOL_COST: f64 = SYMBOL_COST;
+/// What a context coder's symbol costs on top of [`SYMBOL_COST`]: 0.08
+/// bit. Its table is chosen per symbol (gathered from one of up to 256
+/// tables where order 0 keeps one in registers), and its symbols are
+/// counted under their contexts in every region: measured on astra's
+/// exponents, order 1 encodes about 1.2 ns and decodes 0.5 ns a symbol
+/// slower than order 0, and astra compresses 20% faster with no context
+/// coder at all. Their gain is concentrated (on astra's exponents 30% of
+/// the words hold 72% of order 1's 0.93 MB), so a context coder has to
+/// earn its time: at 0.01 bit (the rate [`SYMBOL_COST`] prices a decoded
+/// symbol at) astra's compression kept 64% of its budget-0 speed (CPU
+/// time, fastest of three), at 0.08 bit 70-73% for 0.32 MB (0.13%) more,
+/// and it decodes 5% faster; minilm, silero and gemma are byte-identical,
+/// whisper 364 B and human-tfjs 42 KB (0.03%) larger. (On astra, 0.05 bit
+/// cost 0.14 MB for 68%, 0.07 bit 0.22 MB for 70%, 0.09 bit 0.32 MB for
+/// 72%, 0.16 bit 0.43 MB for 75%.)
+pub const CONTEXT_SYMBOL_COST: f64 = 0.08 / 8.0;
 
 /// What stepping through the symbols of `n` words of `width` bits in
 /// `codec` costs, in bytes (see [`SYMBOL_COST`]).
