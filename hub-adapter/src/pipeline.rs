@@ -1290,21 +1290,7 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
     // complete by an earlier run at once), one at a time, while the others
     // download: a sharded mirror decodes shard k while k + 1 arrives. The
     // download has the progress bar while it runs.
-    let mut files_of: HashMap<&str, Vec<&FileEntry>> = HashMap::new();
-    let mut stored_files = Vec::new();
-    for f in &need {
-        let v = files_of.entry(f.archive.as_str()).or_default();
-        if v.is_empty() {
-            stored_files.push(f.archive.as_str());
-        }
-        v.push(*f);
-    }
-    let downloading: std::collections::HashSet<&str> =
-        dl.iter().map(|(a, _, _)| a.as_str()).collect();
-    let mut ready: std::collections::VecDeque<&str> = stored_files
-        .into_iter()
-        .filter(|a| !downloading.contains(a))
-        .collect();
+    let (files_of, ready) = by_stored_file(&need, &dl);
     let restore_files = |archive: &str, progress: Arc<dyn ProgressSink>| {
         let jobs = files_of[archive]
             .iter()
@@ -1325,87 +1311,21 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
             Ok(())
         })
     };
-    let total: u64 = dl.iter().filter_map(|(_, _, e)| e.size).sum();
-    if !dl.is_empty() {
-        opts.progress
-            .start(&format!("download {}", opts.repo), total);
-    }
-    let (progress, commit) = (opts.progress.clone(), info.sha.as_str());
-    // The futures are made first, then run: a closure in the stream would
-    // make this future not `Send` for callers that spawn it.
-    let fetches: Vec<_> = dl
-        .iter()
-        .map(|(archive, local, expect)| {
-            let progress = progress.clone();
-            async move {
-                let r = client
-                    .download_file(&opts.repo, commit, archive, local, expect, &*progress)
-                    .await;
-                (archive.as_str(), r)
-            }
-        })
-        .collect();
-    let mut downloads =
-        Some(futures_util::stream::iter(fetches).buffer_unordered(client.concurrency()));
-    let (mut left, mut restoring) = (dl.len(), None);
-    let mut failed = None;
-    loop {
-        if restoring.is_none()
-            && failed.is_none()
-            && let Some(a) = ready.pop_front()
-        {
-            let sink: Arc<dyn ProgressSink> = if left > 0 {
-                Arc::new(NoProgress)
-            } else {
-                opts.progress.clone()
-            };
-            restoring = Some(restore_files(a, sink));
-        }
-        tokio::select! {
-            Some((archive, r)) = async { downloads.as_mut().expect("guarded").next().await },
-                if left > 0 && failed.is_none() =>
-            {
-                left -= 1;
-                if left == 0 {
-                    opts.progress.finish();
-                }
-                match r {
-                    Ok(st) => {
-                        report.downloaded_bytes += st.bytes_on_wire;
-                        ready.push_back(archive);
-                    }
-                    Err(e) => failed = Some(e),
-                }
-            }
-            r = async { restoring.as_mut().expect("guarded").await }, if restoring.is_some() => {
-                restoring = None;
-                let r = r.map_err(|e| HubError::io("<worker>", std::io::Error::other(e.to_string())))
-                    .and_then(|r| r);
-                if let Err(e) = r {
-                    failed.get_or_insert(e);
-                }
-            }
-            else => break,
-        }
-        if failed.is_some() {
-            // The downloads still in flight are given up now (their partial
-            // files resume next time), not kept open while a restore ends.
-            downloads = None;
-        }
-    }
-    if failed.is_none() && left > 0 {
-        failed = Some(HubError::protocol(
-            &opts.repo,
-            "download",
-            "the downloads ended early",
-        ));
-    }
-    if let Some(e) = failed {
-        if left > 0 {
-            opts.progress.finish();
-        }
-        return Err(e);
-    }
+    let downloaded = &mut report.downloaded_bytes;
+    download_and_run(
+        client,
+        &opts.repo,
+        &info.sha,
+        &dl,
+        ready,
+        &opts.progress,
+        |_, r| {
+            *downloaded += r?.bytes_on_wire;
+            Ok(())
+        },
+        restore_files,
+    )
+    .await?;
     if opts.local_dir.is_none() {
         for f in chosen.iter().filter(|f| !kept.contains(f.path.as_str())) {
             clean_stale_temps(&cache.snapshot_path(&m.source.commit, &f.path)?);
@@ -1701,6 +1621,131 @@ fn check_identity(repo: &str, f: &FileEntry, h: &FileHashes) -> Result<()> {
     Ok(())
 }
 
+/// `entries` by stored file, and the stored files not among the downloads
+/// `dl` (already here, or not on the Hub), in the entries' order: those
+/// are ready for [`download_and_run`]'s job at once.
+#[allow(clippy::type_complexity)]
+fn by_stored_file<'a>(
+    entries: &[&'a FileEntry],
+    dl: &[(String, PathBuf, Expect)],
+) -> (
+    HashMap<&'a str, Vec<&'a FileEntry>>,
+    std::collections::VecDeque<&'a str>,
+) {
+    let downloading: std::collections::HashSet<&str> =
+        dl.iter().map(|(a, _, _)| a.as_str()).collect();
+    let mut files_of: HashMap<&str, Vec<&FileEntry>> = HashMap::new();
+    let mut ready = std::collections::VecDeque::new();
+    for f in entries {
+        let v = files_of.entry(f.archive.as_str()).or_default();
+        if v.is_empty() && !downloading.contains(f.archive.as_str()) {
+            ready.push_back(f.archive.as_str());
+        }
+        v.push(*f);
+    }
+    (files_of, ready)
+}
+
+/// Downloads `dl` (up to the client's concurrency) and runs `job`, one at a
+/// time on the blocking pool, for each stored file as soon as it is here:
+/// those of `ready` at once, each download as it ends, after `arrived` has
+/// seen its outcome. An error (from `arrived` or a job) stops everything:
+/// the downloads in flight are given up (their partial files resume next
+/// time), a running job is awaited, and the first error is returned. The
+/// download has the progress bar while it runs; a job started meanwhile
+/// gets none.
+#[allow(clippy::too_many_arguments)]
+async fn download_and_run<'a>(
+    client: &HubClient,
+    repo: &str,
+    commit: &str,
+    dl: &'a [(String, PathBuf, Expect)],
+    mut ready: std::collections::VecDeque<&'a str>,
+    progress: &Arc<dyn ProgressSink>,
+    mut arrived: impl FnMut(&'a str, Result<crate::client::DownloadStats>) -> Result<()>,
+    job: impl Fn(&'a str, Arc<dyn ProgressSink>) -> tokio::task::JoinHandle<Result<()>>,
+) -> Result<()> {
+    if !dl.is_empty() {
+        let total: u64 = dl.iter().filter_map(|(_, _, e)| e.size).sum();
+        progress.start(&format!("download {repo}"), total);
+    }
+    // The futures are made first, then run: a closure in the stream would
+    // make this future not `Send` for callers that spawn it.
+    let fetches: Vec<_> = dl
+        .iter()
+        .map(|(archive, local, expect)| {
+            let progress = progress.clone();
+            async move {
+                let r = client
+                    .download_file(repo, commit, archive, local, expect, &*progress)
+                    .await;
+                (archive.as_str(), r)
+            }
+        })
+        .collect();
+    let mut downloads =
+        Some(futures_util::stream::iter(fetches).buffer_unordered(client.concurrency()));
+    let (mut left, mut running) = (dl.len(), None);
+    let mut failed = None;
+    loop {
+        if running.is_none()
+            && failed.is_none()
+            && let Some(a) = ready.pop_front()
+        {
+            let sink: Arc<dyn ProgressSink> = if left > 0 {
+                Arc::new(NoProgress)
+            } else {
+                progress.clone()
+            };
+            running = Some(job(a, sink));
+        }
+        tokio::select! {
+            Some((archive, r)) = async { downloads.as_mut().expect("guarded").next().await },
+                if left > 0 && failed.is_none() =>
+            {
+                left -= 1;
+                if left == 0 {
+                    progress.finish();
+                }
+                match arrived(archive, r) {
+                    Ok(()) => ready.push_back(archive),
+                    Err(e) => failed = Some(e),
+                }
+            }
+            r = async { running.as_mut().expect("guarded").await }, if running.is_some() => {
+                running = None;
+                let r = r
+                    .map_err(|e| HubError::io("<worker>", std::io::Error::other(e.to_string())))
+                    .and_then(|r| r);
+                if let Err(e) = r {
+                    failed.get_or_insert(e);
+                }
+            }
+            else => break,
+        }
+        if failed.is_some() {
+            // Given up now, not kept open while a running job ends.
+            downloads = None;
+        }
+    }
+    if failed.is_none() && left > 0 {
+        failed = Some(HubError::protocol(
+            repo,
+            "download",
+            "the downloads ended early",
+        ));
+    }
+    match failed {
+        Some(e) => {
+            if left > 0 {
+                progress.finish();
+            }
+            Err(e)
+        }
+        None => Ok(()),
+    }
+}
+
 /// The hashes of bytes that went through a [`crate::hashing::TeeHasher`]:
 /// `decoded`, the digest of the decoder that wrote them (it hashes what it
 /// writes), or else the tee's own (which then was asked for one).
@@ -1800,67 +1845,73 @@ pub struct VerifyReport {
     pub source_unread: Option<String>,
 }
 
+/// The verdict on one manifest entry whose stored file is (or should be)
+/// in `folder`. Blocking. An error is one reading the stored file (not a
+/// verdict); an archive that does not decode is `corrupt`.
+fn verify_entry(folder: &Path, repo: &str, f: &FileEntry, threads: usize) -> Result<VerifyEntry> {
+    let stored = folder.join(&f.archive);
+    let mut e = VerifyEntry {
+        path: f.path.clone(),
+        archive: f.archive.clone(),
+        status: "ok".into(),
+        expected: f.sha256.clone(),
+        actual: None,
+        detail: None,
+    };
+    if !stored.is_file() {
+        e.status = "missing".into();
+        return Ok(e);
+    }
+    let got = match f.encoding {
+        Encoding::Identity => hash_file(&stored, !f.lfs),
+        Encoding::Brv => {
+            // The decoder's digest, and the blob id of a regular file.
+            let mut w = crate::hashing::TeeHasher::new(std::io::sink(), f.size, false, !f.lfs);
+            match brevis_core::decompress_to(
+                &stored,
+                &mut w,
+                &brevis_core::DecompressOptions::default().threads(threads),
+            ) {
+                Ok(r) => Ok(teed_hashes(w.finish().1, Some(r.sha256))),
+                Err(brevis_core::DecodeError::Io { path, source }) if path == stored => {
+                    return Err(HubError::io(path, source));
+                }
+                Err(err) => {
+                    e.status = "corrupt".into();
+                    e.detail = Some(err.to_string());
+                    return Ok(e);
+                }
+            }
+        }
+    };
+    let h = got?;
+    if let Err(err) = check_identity(repo, f, &h) {
+        e.status = "mismatch".into();
+        e.detail = Some(match err {
+            HubError::Integrity {
+                what,
+                expected,
+                actual,
+                ..
+            } => format!("{what}: expected {expected}, got {actual}"),
+            other => other.to_string(),
+        });
+    }
+    e.actual = Some(h.sha256_hex());
+    Ok(e)
+}
+
 /// Verify a mirror laid out in a local folder (one holding
 /// `brevis.manifest.json` and the stored files). Blocking.
 pub fn verify_local(folder: &Path, threads: usize) -> Result<VerifyReport> {
     let mpath = folder.join(MANIFEST_NAME);
     let text = std::fs::read(&mpath).map_err(|e| HubError::io(&mpath, e))?;
     let m = Manifest::from_json(&text, &folder.display().to_string())?;
-    let mut files = Vec::new();
-    for f in &m.files {
-        let stored = folder.join(&f.archive);
-        let mut e = VerifyEntry {
-            path: f.path.clone(),
-            archive: f.archive.clone(),
-            status: "ok".into(),
-            expected: f.sha256.clone(),
-            actual: None,
-            detail: None,
-        };
-        if !stored.is_file() {
-            e.status = "missing".into();
-            files.push(e);
-            continue;
-        }
-        let got = match f.encoding {
-            Encoding::Identity => hash_file(&stored, !f.lfs),
-            Encoding::Brv => {
-                // The decoder's digest, and the blob id of a regular file.
-                let mut w = crate::hashing::TeeHasher::new(std::io::sink(), f.size, false, !f.lfs);
-                match brevis_core::decompress_to(
-                    &stored,
-                    &mut w,
-                    &brevis_core::DecompressOptions::default().threads(threads),
-                ) {
-                    Ok(r) => Ok(teed_hashes(w.finish().1, Some(r.sha256))),
-                    Err(brevis_core::DecodeError::Io { path, source }) if path == stored => {
-                        return Err(HubError::io(path, source));
-                    }
-                    Err(err) => {
-                        e.status = "corrupt".into();
-                        e.detail = Some(err.to_string());
-                        files.push(e);
-                        continue;
-                    }
-                }
-            }
-        };
-        let h = got?;
-        if let Err(err) = check_identity(&m.source.repo, f, &h) {
-            e.status = "mismatch".into();
-            e.detail = Some(match err {
-                HubError::Integrity {
-                    what,
-                    expected,
-                    actual,
-                    ..
-                } => format!("{what}: expected {expected}, got {actual}"),
-                other => other.to_string(),
-            });
-        }
-        e.actual = Some(h.sha256_hex());
-        files.push(e);
-    }
+    let files = m
+        .files
+        .iter()
+        .map(|f| verify_entry(folder, &m.source.repo, f, threads))
+        .collect::<Result<Vec<_>>>()?;
     let ok = files.iter().all(|e| e.status == "ok");
     Ok(VerifyReport {
         target: folder.display().to_string(),
@@ -1949,23 +2000,66 @@ async fn verify_in(
     // size) is a finding about that file, not a failure of the whole check.
     // One that could not be fetched at all is reported on its row too
     // (status `error`), so every file has a row whatever happened.
+    // Each stored file is checked as soon as it is here, while the others
+    // download.
     let mut bad_download: HashMap<String, (&'static str, String)> = HashMap::new();
-    let outcomes = client.download_each(repo, sha, &dl, progress).await;
-    for ((archive, _, _), r) in dl.iter().zip(outcomes) {
-        match r {
-            Ok(_) => {}
-            Err(e @ HubError::Integrity { .. }) => {
-                bad_download.insert(archive.clone(), ("mismatch", format!("stored file: {e}")));
+    let entries: Vec<&FileEntry> = m.files.iter().collect();
+    let (files_of, ready) = by_stored_file(&entries, &dl);
+    let index: HashMap<*const FileEntry, usize> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (*f as *const FileEntry, i))
+        .collect();
+    let verdicts = Arc::new(std::sync::Mutex::new(vec![None; entries.len()]));
+    let check = |archive: &str, _: Arc<dyn ProgressSink>| {
+        let todo: Vec<(usize, FileEntry)> = files_of[archive]
+            .iter()
+            .map(|f| (index[&(*f as *const FileEntry)], (*f).clone()))
+            .collect();
+        let (folder, source, verdicts) =
+            (work.to_path_buf(), m.source.repo.clone(), verdicts.clone());
+        tokio::task::spawn_blocking(move || -> Result<()> {
+            for (i, f) in todo {
+                let v = verify_entry(&folder, &source, &f, threads)?;
+                verdicts.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(v);
             }
-            Err(e) => {
-                bad_download.insert(archive.clone(), ("error", e.to_string()));
+            Ok(())
+        })
+    };
+    download_and_run(
+        client,
+        repo,
+        sha,
+        &dl,
+        ready,
+        &progress,
+        |archive, r| {
+            match r {
+                Ok(_) => {}
+                Err(e @ HubError::Integrity { .. }) => {
+                    bad_download.insert(archive.into(), ("mismatch", format!("stored file: {e}")));
+                }
+                Err(e) => {
+                    bad_download.insert(archive.into(), ("error", e.to_string()));
+                }
             }
-        }
-    }
-    write_atomic(&work.join(MANIFEST_NAME), m.to_json().as_bytes())?;
-    let w2 = work.to_path_buf();
-    let mut rep = blocking(move || verify_local(&w2, threads)).await?;
-    rep.target = repo.to_string();
+            Ok(())
+        },
+        check,
+    )
+    .await?;
+    let files = std::mem::take(&mut *verdicts.lock().unwrap_or_else(|p| p.into_inner()))
+        .into_iter()
+        .collect::<Option<Vec<VerifyEntry>>>()
+        .ok_or_else(|| HubError::protocol(repo, "verify", "a stored file was left unchecked"))?;
+    let mut rep = VerifyReport {
+        target: repo.to_string(),
+        source: m.source.clone(),
+        files,
+        ok: false,
+        source_checked: false,
+        source_unread: None,
+    };
     let disagree = match checked {
         SourceCheck::Read(d) => {
             rep.source_checked = true;
