@@ -1850,18 +1850,13 @@ pub struct VerifyReport {
 /// verdict); an archive that does not decode is `corrupt`.
 fn verify_entry(folder: &Path, repo: &str, f: &FileEntry, threads: usize) -> Result<VerifyEntry> {
     let stored = folder.join(&f.archive);
-    let mut e = VerifyEntry {
-        path: f.path.clone(),
-        archive: f.archive.clone(),
-        status: "ok".into(),
-        expected: f.sha256.clone(),
-        actual: None,
-        detail: None,
-    };
     if !stored.is_file() {
-        e.status = "missing".into();
-        return Ok(e);
+        return Ok(missing_entry(f));
     }
+    let mut e = VerifyEntry {
+        status: "ok".into(),
+        ..missing_entry(f)
+    };
     let got = match f.encoding {
         Encoding::Identity => hash_file(&stored, !f.lfs),
         Encoding::Brv => {
@@ -1899,6 +1894,18 @@ fn verify_entry(folder: &Path, repo: &str, f: &FileEntry, threads: usize) -> Res
     }
     e.actual = Some(h.sha256_hex());
     Ok(e)
+}
+
+/// The row of an entry whose stored file is not there.
+fn missing_entry(f: &FileEntry) -> VerifyEntry {
+    VerifyEntry {
+        path: f.path.clone(),
+        archive: f.archive.clone(),
+        status: "missing".into(),
+        expected: f.sha256.clone(),
+        actual: None,
+        detail: None,
+    }
 }
 
 /// Verify a mirror laid out in a local folder (one holding
@@ -2018,9 +2025,17 @@ async fn verify_in(
             .collect();
         let (folder, source, verdicts) =
             (work.to_path_buf(), m.source.repo.clone(), verdicts.clone());
+        // A stored file the Hub does not hold is missing, whatever the work
+        // folder holds under its name (a manifest may name another file's
+        // partial download).
+        let on_hub = remote.contains_key(archive);
         tokio::task::spawn_blocking(move || -> Result<()> {
             for (i, f) in todo {
-                let v = verify_entry(&folder, &source, &f, threads)?;
+                let v = if on_hub {
+                    verify_entry(&folder, &source, &f, threads)?
+                } else {
+                    missing_entry(&f)
+                };
                 verdicts.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(v);
             }
             Ok(())

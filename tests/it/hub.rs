@@ -1304,6 +1304,53 @@ async fn remote_verify_reports_a_tampered_store_object() {
     srv.shutdown().await;
 }
 
+/// A stored file the Hub does not hold is `missing`, whatever the work
+/// folder holds under its name: here a manifest names another stored
+/// file's partial download, left (empty) by an interrupted verify, as the
+/// stored file of an empty source file. Checked as files arrive, verify
+/// read that partial and called the row ok (from the review of ef56eb2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_calls_a_stored_file_the_hub_lacks_missing_whatever_the_work_folder_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = tmp.path().join("seed");
+    std::fs::create_dir_all(&seed).unwrap();
+    for f in ["model.safetensors", "config.json"] {
+        std::fs::copy(seed_dir().join(f), seed.join(f)).unwrap();
+    }
+    std::fs::write(seed.join("empty.txt"), b"").unwrap();
+    let srv = serve(&tmp.path().join("store"), &[("org/model", &seed)], |o| o).await;
+    let c = client(&srv.url(), None);
+    brevis_hub::mirror(
+        &c,
+        &c,
+        &MirrorOptions::new("org/model", tmp.path().join("w")),
+    )
+    .await
+    .unwrap();
+    let partial = "model.safetensors.brv.incomplete";
+    tamper_manifest(&c, tmp.path(), |m| {
+        entry(m, "empty.txt")["archive"] = partial.into();
+    })
+    .await;
+    let sha = c.repo_info("org/model-brevis", "main").await.unwrap().sha;
+    let work = tmp.path().join("vw");
+    let left = work.join(format!("verify-org--model-brevis-{}", &sha[..12]));
+    std::fs::create_dir_all(&left).unwrap();
+    std::fs::write(left.join(partial), b"").unwrap();
+    let v = verify_main(&c, "org/model-brevis", &work).await.unwrap();
+    let row = v.files.iter().find(|e| e.path == "empty.txt").unwrap();
+    assert_eq!(row.status, "missing", "{v:?}");
+    assert!(!v.ok);
+    assert!(
+        v.files
+            .iter()
+            .filter(|e| e.path != "empty.txt")
+            .all(|e| e.status == "ok"),
+        "{v:?}"
+    );
+    srv.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quiet_pull_and_mirror_print_nothing() {
     let Some(bin) = cli_binary() else { return };
