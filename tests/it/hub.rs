@@ -662,6 +662,17 @@ async fn hostile_paths_are_refused() {
 
 /// Mirror the seed checkpoint `org/model` -> `org/model-brevis` on one
 /// in-process server; returns the server, a client and the source commit.
+/// A server holding `seeds`, and `org/model` mirrored there (work folder
+/// `tmp/w`).
+async fn mirrored_seeds(tmp: &Path, seeds: &[(&str, &Path)]) -> (server::RunningServer, HubClient) {
+    let srv = serve(&tmp.join("store"), seeds, |o| o).await;
+    let c = client(&srv.url(), None);
+    brevis_hub::mirror(&c, &c, &MirrorOptions::new("org/model", tmp.join("w")))
+        .await
+        .unwrap();
+    (srv, c)
+}
+
 async fn mirrored(tmp: &Path) -> (server::RunningServer, HubClient, String) {
     let srv = serve_seed(&tmp.join("store")).await;
     let c = client(&srv.url(), None);
@@ -1318,15 +1329,7 @@ async fn verify_calls_a_stored_file_the_hub_lacks_missing_whatever_the_work_fold
         std::fs::copy(seed_dir().join(f), seed.join(f)).unwrap();
     }
     std::fs::write(seed.join("empty.txt"), b"").unwrap();
-    let srv = serve(&tmp.path().join("store"), &[("org/model", &seed)], |o| o).await;
-    let c = client(&srv.url(), None);
-    brevis_hub::mirror(
-        &c,
-        &c,
-        &MirrorOptions::new("org/model", tmp.path().join("w")),
-    )
-    .await
-    .unwrap();
+    let (srv, c) = mirrored_seeds(tmp.path(), &[("org/model", &seed)]).await;
     let partial = "model.safetensors.brv.incomplete";
     tamper_manifest(&c, tmp.path(), |m| {
         entry(m, "empty.txt")["archive"] = partial.into();
@@ -2255,20 +2258,11 @@ async fn mirror_does_not_replace_the_mirror_of_another_source_or_branch() {
     let victim = tmp.path().join("victim");
     std::fs::create_dir_all(&victim).unwrap();
     write_safetensors(&victim.join("model.safetensors"), 2000, 7);
-    let srv = serve(
-        &tmp.path().join("store"),
+    let (srv, c) = mirrored_seeds(
+        tmp.path(),
         &[("org/model", &seed_dir()), ("org/victim", &victim)],
-        |o| o,
     )
     .await;
-    let c = client(&srv.url(), None);
-    brevis_hub::mirror(
-        &c,
-        &c,
-        &MirrorOptions::new("org/model", tmp.path().join("w")),
-    )
-    .await
-    .unwrap();
     let manifest_source = |c: HubClient| async move {
         let p = tempfile::NamedTempFile::new().unwrap();
         c.download_file(
