@@ -665,10 +665,14 @@ impl HubClient {
         stats.resumed_from = have;
         progress.advance(have);
         // The body is hashed as it arrives when this call receives all of
-        // it (a partial file left by an earlier run is read back instead).
+        // it (a partial file left by an earlier run is read back instead;
+        // the blob id needs the size first).
         let git = expect.git_oid.is_some();
-        let mut hasher = (have == 0 && (!git || expect.size.is_some()))
-            .then(|| hashing::StreamHasher::new(expect.size.unwrap_or(0), git));
+        let fresh = || {
+            (!git || expect.size.is_some())
+                .then(|| hashing::StreamHasher::new(expect.size.unwrap_or(0), git))
+        };
+        let mut hasher = None;
         let mut failures = 0u32;
         // Stalls of the headers and of the body, all attempts together.
         let mut stalls = 0u32;
@@ -719,8 +723,8 @@ impl HubClient {
                 progress.advance(0);
                 have = 0;
             }
-            if !append && (!git || expect.size.is_some()) {
-                hasher = Some(hashing::StreamHasher::new(expect.size.unwrap_or(0), git));
+            if have == 0 {
+                hasher = fresh();
             }
             if hasher.as_ref().is_some_and(|h| h.len() != have) {
                 hasher = None;
@@ -874,24 +878,43 @@ impl HubClient {
     ) -> Vec<Result<DownloadStats>> {
         let total: u64 = files.iter().filter_map(|f| f.2.size).sum();
         progress.start(&format!("download {repo}"), total);
-        // The futures are made first, then run: a closure in the stream
-        // would make this future not `Send` for callers that spawn it.
-        let futures: Vec<_> = files
-            .iter()
-            .map(|(path, dst, expect)| {
-                let p = progress.clone();
-                async move {
-                    self.download_file(repo, revision, path, dst, expect, &*p)
-                        .await
-                }
-            })
-            .collect();
-        let results: Vec<Result<DownloadStats>> = futures_util::stream::iter(futures)
-            .buffered(self.concurrency)
+        let mut results: Vec<(usize, Result<DownloadStats>)> = self
+            .download_stream(repo, revision, files, progress.clone())
             .collect()
             .await;
         progress.finish();
-        results
+        results.sort_by_key(|r| r.0);
+        results.into_iter().map(|r| r.1).collect()
+    }
+
+    /// Each of `files` downloaded as [`HubClient::download_file`] does, up
+    /// to the client's concurrency, yielded as it ends: its index in
+    /// `files` and the outcome. `progress` advances with every file; its
+    /// start and finish are the caller's.
+    pub fn download_stream<'a>(
+        &'a self,
+        repo: &'a str,
+        revision: &'a str,
+        files: &'a [(String, PathBuf, Expect)],
+        progress: Arc<dyn ProgressSink>,
+    ) -> impl futures_util::Stream<Item = (usize, Result<DownloadStats>)> + 'a {
+        // The futures are made first, then run: a closure in the stream
+        // would make the caller's future not `Send` for callers that spawn
+        // it.
+        let futures: Vec<_> = files
+            .iter()
+            .enumerate()
+            .map(|(i, (path, dst, expect))| {
+                let p = progress.clone();
+                async move {
+                    let r = self
+                        .download_file(repo, revision, path, dst, expect, &*p)
+                        .await;
+                    (i, r)
+                }
+            })
+            .collect();
+        futures_util::stream::iter(futures).buffer_unordered(self.concurrency)
     }
 
     /// The user name behind the token (`/api/whoami-v2`).

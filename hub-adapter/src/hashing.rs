@@ -33,32 +33,22 @@ impl FileHashes {
 pub fn hash_file(path: &Path, git: bool) -> Result<FileHashes> {
     let mut f = std::fs::File::open(path).map_err(|e| HubError::io(path, e))?;
     let size = f.metadata().map_err(|e| HubError::io(path, e))?.len();
-    let mut sha = Sha256::new();
-    let mut git = git.then(|| blob_hasher(size));
+    let mut h = StreamHasher::new(size, git);
     let mut buf = vec![0u8; 1 << 20];
-    let mut seen = 0u64;
     loop {
         let n = f.read(&mut buf).map_err(|e| HubError::io(path, e))?;
         if n == 0 {
             break;
         }
-        sha.update(&buf[..n]);
-        if let Some(g) = &mut git {
-            g.update(&buf[..n]);
-        }
-        seen += n as u64;
+        h.update(&buf[..n]);
     }
-    if seen != size {
+    if h.len() != size {
         return Err(HubError::io(
             path,
             std::io::Error::other("file changed while hashing"),
         ));
     }
-    Ok(FileHashes {
-        size,
-        sha256: sha.finalize().into(),
-        git_oid: git.map(|g| hex::encode(g.finalize())),
-    })
+    Ok(h.finish())
 }
 
 /// A SHA-1 fed git's blob header for `size` bytes of content.

@@ -1294,7 +1294,8 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
     let restore_files = |archive: &str, progress: Arc<dyn ProgressSink>| {
         let jobs = files_of[archive]
             .iter()
-            .map(|f| {
+            .map(|&i| {
+                let f = need[i];
                 let stored = work.join("dl").join(&f.archive);
                 Ok((stored, final_path(f)?, (*f).clone()))
             })
@@ -1621,27 +1622,26 @@ fn check_identity(repo: &str, f: &FileEntry, h: &FileHashes) -> Result<()> {
     Ok(())
 }
 
-/// `entries` by stored file, and the stored files not among the downloads
-/// `dl` (already here, or not on the Hub), in the entries' order: those
-/// are ready for [`download_and_run`]'s job at once.
-#[allow(clippy::type_complexity)]
+/// The indices of `entries` by stored file, and the stored files not among
+/// the downloads `dl` (already here, or not on the Hub), in the entries'
+/// order: those are ready for [`download_and_run`]'s job at once.
 fn by_stored_file<'a>(
     entries: &[&'a FileEntry],
     dl: &[(String, PathBuf, Expect)],
 ) -> (
-    HashMap<&'a str, Vec<&'a FileEntry>>,
+    HashMap<&'a str, Vec<usize>>,
     std::collections::VecDeque<&'a str>,
 ) {
     let downloading: std::collections::HashSet<&str> =
         dl.iter().map(|(a, _, _)| a.as_str()).collect();
-    let mut files_of: HashMap<&str, Vec<&FileEntry>> = HashMap::new();
+    let mut files_of: HashMap<&str, Vec<usize>> = HashMap::new();
     let mut ready = std::collections::VecDeque::new();
-    for f in entries {
+    for (i, f) in entries.iter().enumerate() {
         let v = files_of.entry(f.archive.as_str()).or_default();
         if v.is_empty() && !downloading.contains(f.archive.as_str()) {
             ready.push_back(f.archive.as_str());
         }
-        v.push(*f);
+        v.push(i);
     }
     (files_of, ready)
 }
@@ -1669,22 +1669,7 @@ async fn download_and_run<'a>(
         let total: u64 = dl.iter().filter_map(|(_, _, e)| e.size).sum();
         progress.start(&format!("download {repo}"), total);
     }
-    // The futures are made first, then run: a closure in the stream would
-    // make this future not `Send` for callers that spawn it.
-    let fetches: Vec<_> = dl
-        .iter()
-        .map(|(archive, local, expect)| {
-            let progress = progress.clone();
-            async move {
-                let r = client
-                    .download_file(repo, commit, archive, local, expect, &*progress)
-                    .await;
-                (archive.as_str(), r)
-            }
-        })
-        .collect();
-    let mut downloads =
-        Some(futures_util::stream::iter(fetches).buffer_unordered(client.concurrency()));
+    let mut downloads = Some(client.download_stream(repo, commit, dl, progress.clone()));
     let (mut left, mut running) = (dl.len(), None);
     let mut failed = None;
     loop {
@@ -1700,10 +1685,11 @@ async fn download_and_run<'a>(
             running = Some(job(a, sink));
         }
         tokio::select! {
-            Some((archive, r)) = async { downloads.as_mut().expect("guarded").next().await },
+            Some((i, r)) = async { downloads.as_mut().expect("guarded").next().await },
                 if left > 0 && failed.is_none() =>
             {
                 left -= 1;
+                let archive = dl[i].0.as_str();
                 if left == 0 {
                     progress.finish();
                 }
@@ -2012,16 +1998,11 @@ async fn verify_in(
     let mut bad_download: HashMap<String, (&'static str, String)> = HashMap::new();
     let entries: Vec<&FileEntry> = m.files.iter().collect();
     let (files_of, ready) = by_stored_file(&entries, &dl);
-    let index: HashMap<*const FileEntry, usize> = entries
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (*f as *const FileEntry, i))
-        .collect();
     let verdicts = Arc::new(std::sync::Mutex::new(vec![None; entries.len()]));
     let check = |archive: &str, _: Arc<dyn ProgressSink>| {
         let todo: Vec<(usize, FileEntry)> = files_of[archive]
             .iter()
-            .map(|f| (index[&(*f as *const FileEntry)], (*f).clone()))
+            .map(|&i| (i, entries[i].clone()))
             .collect();
         let (folder, source, verdicts) =
             (work.to_path_buf(), m.source.repo.clone(), verdicts.clone());
