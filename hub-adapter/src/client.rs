@@ -1081,11 +1081,17 @@ impl HubClient {
         }
         let total: u64 = todo.iter().map(|(f, _)| f.hashes.size).sum();
         progress.start(&format!("upload {repo}"), total);
-        let results: Vec<Result<u64>> = futures_util::stream::iter(todo.iter())
+        // The futures are made first: a stream holding the closure that
+        // makes them is not `Send` for every lifetime, and `mirror` sends
+        // objects from spawned tasks.
+        let sends: Vec<_> = todo
+            .iter()
             .map(|(f, actions)| {
                 let p = progress.clone();
                 async move { self.upload_one(repo, f, actions, &*p).await }
             })
+            .collect();
+        let results: Vec<Result<u64>> = futures_util::stream::iter(sends)
             .buffer_unordered(self.concurrency)
             .collect()
             .await;

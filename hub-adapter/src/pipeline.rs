@@ -707,121 +707,151 @@ pub async fn mirror(
     };
 
     // Compress, then prove every archive decodes to the Hub's SHA-256.
+    // Each proven archive's LFS object is sent while the next file is
+    // compressed (the commit's LFS batch then finds it present).
     let mut uploads: Vec<UploadFile> = Vec::new();
-    for ((f, (archive, enc)), h) in files.iter().zip(&names).zip(&src_hashes) {
-        let local = src_dir.join(&f.path);
-        let sha_hex = h.sha256_hex();
-        let stored = match enc {
-            Encoding::Identity => local.clone(),
-            Encoding::Brv => {
-                let out = out_dir.join(archive);
-                if let Some(parent) = out.parent() {
-                    std::fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
-                }
-                // An archive left by an earlier run is reused only if it
-                // proves itself below; one that does not is rebuilt.
-                let mut reuse = brevis_core::read_info(&out)
-                    .ok()
-                    .is_some_and(|i| i.sha256 == h.sha256 && i.original_len == h.size);
-                loop {
-                    if !reuse {
-                        note(&format!("compressing {}", f.path));
-                        // Proven below, against the Hub's SHA-256.
-                        let mut co = brevis_core::CompressOptions::default()
-                            .verify(false)
-                            .threads(opts.threads)
-                            .prior(prior.clone())
-                            .progress(opts.progress.clone());
-                        if let Some(b) = opts.budget {
-                            co = co.budget(b);
+    let mut sending: tokio::task::JoinSet<Result<(u64, usize)>> = tokio::task::JoinSet::new();
+    let mut sent_early = (0u64, 0usize);
+    let mut dest_ready = false;
+    let compressed: Result<()> = async {
+        for ((f, (archive, enc)), h) in files.iter().zip(&names).zip(&src_hashes) {
+            let local = src_dir.join(&f.path);
+            let sha_hex = h.sha256_hex();
+            let stored = match enc {
+                Encoding::Identity => local.clone(),
+                Encoding::Brv => {
+                    let out = out_dir.join(archive);
+                    if let Some(parent) = out.parent() {
+                        std::fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
+                    }
+                    // An archive left by an earlier run is reused only if it
+                    // proves itself below; one that does not is rebuilt.
+                    let mut reuse = brevis_core::read_info(&out)
+                        .ok()
+                        .is_some_and(|i| i.sha256 == h.sha256 && i.original_len == h.size);
+                    loop {
+                        if !reuse {
+                            note(&format!("compressing {}", f.path));
+                            // Proven below, against the Hub's SHA-256.
+                            let mut co = brevis_core::CompressOptions::default()
+                                .verify(false)
+                                .threads(opts.threads)
+                                .prior(prior.clone())
+                                .progress(opts.progress.clone());
+                            if let Some(b) = opts.budget {
+                                co = co.budget(b);
+                            }
+                            let (l, o, p) = (local.clone(), out.clone(), f.path.clone());
+                            blocking(move || {
+                                brevis_core::compress_file(&l, &o, true, &co)
+                                    .map_err(|e| codec_err_e(&p, e))
+                            })
+                            .await?;
                         }
-                        let (l, o, p) = (local.clone(), out.clone(), f.path.clone());
-                        blocking(move || {
-                            brevis_core::compress_file(&l, &o, true, &co)
-                                .map_err(|e| codec_err_e(&p, e))
+                        let (o, p, threads) = (out.clone(), f.path.clone(), opts.threads);
+                        // The decoder hashes what it writes (and checks it
+                        // against the archive's own SHA-256): its digest is
+                        // the proof.
+                        let proof = blocking(move || {
+                            let r = brevis_core::decompress_to(
+                                &o,
+                                &mut std::io::sink(),
+                                &brevis_core::DecompressOptions::default().threads(threads),
+                            )
+                            .map_err(|e| codec_err_d(&p, e))?;
+                            Ok((r.sha256, r.original_len))
                         })
-                        .await?;
-                    }
-                    let (o, p, threads) = (out.clone(), f.path.clone(), opts.threads);
-                    // The decoder hashes what it writes (and checks it
-                    // against the archive's own SHA-256): its digest is
-                    // the proof.
-                    let proof = blocking(move || {
-                        let r = brevis_core::decompress_to(
-                            &o,
-                            &mut std::io::sink(),
-                            &brevis_core::DecompressOptions::default().threads(threads),
-                        )
-                        .map_err(|e| codec_err_d(&p, e))?;
-                        Ok((r.sha256, r.original_len))
-                    })
-                    .await;
-                    let failure = match proof {
-                        Ok((digest, len)) if hex::encode(digest) == sha_hex && len == f.size => {
-                            break;
+                        .await;
+                        let failure = match proof {
+                            Ok((digest, len)) if hex::encode(digest) == sha_hex && len == f.size => {
+                                break;
+                            }
+                            Ok((digest, len)) => HubError::Integrity {
+                                repo: opts.src.clone(),
+                                file: archive.clone(),
+                                what: if len != f.size { "size" } else { "SHA-256" },
+                                expected: sha_hex.clone(),
+                                actual: hex::encode(digest),
+                            },
+                            Err(e) => e,
+                        };
+                        let _ = std::fs::remove_file(&out);
+                        if !reuse {
+                            return Err(failure);
                         }
-                        Ok((digest, len)) => HubError::Integrity {
-                            repo: opts.src.clone(),
-                            file: archive.clone(),
-                            what: if len != f.size { "size" } else { "SHA-256" },
-                            expected: sha_hex.clone(),
-                            actual: hex::encode(digest),
-                        },
-                        Err(e) => e,
-                    };
-                    let _ = std::fs::remove_file(&out);
-                    if !reuse {
-                        return Err(failure);
+                        note(&format!(
+                            "{} in the work folder does not decode to {} ({failure}): rebuilding it",
+                            out.display(),
+                            f.path
+                        ));
+                        reuse = false;
                     }
-                    note(&format!(
-                        "{} in the work folder does not decode to {} ({failure}): rebuilding it",
-                        out.display(),
-                        f.path
-                    ));
-                    reuse = false;
+                    out
                 }
-                out
+            };
+            // A file of 10 MiB or more goes by LFS on the Hub (and on `serve`):
+            // its SHA-256 is its identity there, and its blob id (a second pass
+            // of SHA-1) is never asked for.
+            let s2 = stored.clone();
+            let regular = std::fs::metadata(&stored)
+                .map_err(|e| HubError::io(&stored, e))?
+                .len()
+                < crate::server::store::LFS_SIZE_THRESHOLD;
+            let sh = blocking(move || hash_file(&s2, regular)).await?;
+            // A file uploaded as it is must still be the bytes checked against
+            // the Hub above (an archive was proven by decoding): a file changed
+            // in the work folder since (or two source paths that one
+            // case-insensitive file system holds as one) is refused, not
+            // published under the source's SHA-256.
+            if *enc == Encoding::Identity && (sh.size != h.size || sh.sha256 != h.sha256) {
+                let _ = std::fs::remove_file(&stored);
+                return Err(HubError::Integrity {
+                    repo: opts.src.clone(),
+                    file: f.path.clone(),
+                    what: "SHA-256",
+                    expected: sha_hex,
+                    actual: sh.sha256_hex(),
+                });
             }
-        };
-        // A file of 10 MiB or more goes by LFS on the Hub (and on `serve`):
-        // its SHA-256 is its identity there, and its blob id (a second pass
-        // of SHA-1) is never asked for.
-        let s2 = stored.clone();
-        let regular = std::fs::metadata(&stored)
-            .map_err(|e| HubError::io(&stored, e))?
-            .len()
-            < crate::server::store::LFS_SIZE_THRESHOLD;
-        let sh = blocking(move || hash_file(&s2, regular)).await?;
-        // A file uploaded as it is must still be the bytes checked against
-        // the Hub above (an archive was proven by decoding): a file changed
-        // in the work folder since (or two source paths that one
-        // case-insensitive file system holds as one) is refused, not
-        // published under the source's SHA-256.
-        if *enc == Encoding::Identity && (sh.size != h.size || sh.sha256 != h.sha256) {
-            let _ = std::fs::remove_file(&stored);
-            return Err(HubError::Integrity {
-                repo: opts.src.clone(),
-                file: f.path.clone(),
-                what: "SHA-256",
-                expected: sha_hex,
-                actual: sh.sha256_hex(),
+            report.files.push(FileEntry {
+                path: f.path.clone(),
+                size: f.size,
+                sha256: sha_hex,
+                git_oid: f.oid.clone(),
+                lfs: f.lfs_sha256.is_some(),
+                encoding: *enc,
+                archive: archive.clone(),
+                archive_size: sh.size,
             });
+            uploads.push(UploadFile {
+                path_in_repo: archive.clone(),
+                local: stored,
+                hashes: sh,
+            });
+            if *enc == Encoding::Brv {
+                if !dest_ready {
+                    dst.create_repo(&dest, opts.private, true).await?;
+                    dest_ready = true;
+                }
+                let file = uploads.last().expect("just pushed").clone();
+                sending.spawn(send_object(dst.clone(), dest.clone(), file));
+            }
+            // A send that failed fails the mirror now, not after the last file.
+            while let Some(r) = sending.try_join_next() {
+                add_sent(&mut sent_early, r)?;
+            }
         }
-        report.files.push(FileEntry {
-            path: f.path.clone(),
-            size: f.size,
-            sha256: sha_hex,
-            git_oid: f.oid.clone(),
-            lfs: f.lfs_sha256.is_some(),
-            encoding: *enc,
-            archive: archive.clone(),
-            archive_size: sh.size,
-        });
-        uploads.push(UploadFile {
-            path_in_repo: archive.clone(),
-            local: stored,
-            hashes: sh,
-        });
+        Ok(())
+    }
+    .await;
+    if let Err(e) = compressed {
+        // What was proven and is being sent is let through: a re-run
+        // finds it present.
+        while sending.join_next().await.is_some() {}
+        return Err(e);
+    }
+    while let Some(r) = sending.join_next().await {
+        add_sent(&mut sent_early, r)?;
     }
 
     let manifest = Manifest {
@@ -877,6 +907,8 @@ pub async fn mirror(
             "{dest} already holds this mirror: nothing to upload"
         ));
         report.up_to_date = true;
+        report.uploaded_bytes = sent_early.0;
+        report.lfs_objects_sent = sent_early.1;
     } else {
         note(&format!("uploading to {dest}"));
         let summary = format!("Brevis mirror of {}@{}", opts.src, &commit[..12]);
@@ -890,15 +922,44 @@ pub async fn mirror(
                 opts.progress.clone(),
             )
             .await?;
-        report.uploaded_bytes = st.lfs_bytes_sent + st.inline_bytes_sent;
-        report.lfs_objects_sent = st.lfs_objects_sent;
-        report.lfs_objects_present = st.lfs_objects_present;
+        // The objects sent early are present to the commit's batch.
+        report.uploaded_bytes = sent_early.0 + st.lfs_bytes_sent + st.inline_bytes_sent;
+        report.lfs_objects_sent = sent_early.1 + st.lfs_objects_sent;
+        report.lfs_objects_present = st.lfs_objects_present.saturating_sub(sent_early.1);
         report.dest_commit = st.commit.map(|c| c.oid);
     }
     if !opts.keep_work {
         let _ = std::fs::remove_dir_all(&work);
     }
     Ok(report)
+}
+
+/// Send `file`'s LFS object to `repo` now, if the server says the file
+/// goes by LFS and lacks it: (bytes sent, objects sent). No progress bar
+/// (the compression of the next file has it).
+async fn send_object(dst: HubClient, repo: String, file: UploadFile) -> Result<(u64, usize)> {
+    let modes = dst
+        .preupload(&repo, "main", std::slice::from_ref(&file))
+        .await?;
+    if !modes.first().is_some_and(|m| m.0) {
+        return Ok((0, 0));
+    }
+    let (bytes, sent, _) = dst
+        .upload_lfs(&repo, "main", &[&file], Arc::new(NoProgress))
+        .await?;
+    Ok((bytes, sent))
+}
+
+/// Add what a finished [`send_object`] sent to `total`.
+fn add_sent(
+    total: &mut (u64, usize),
+    r: std::result::Result<Result<(u64, usize)>, tokio::task::JoinError>,
+) -> Result<()> {
+    let (bytes, sent) =
+        r.map_err(|e| HubError::io("<upload>", std::io::Error::other(e.to_string())))??;
+    total.0 += bytes;
+    total.1 += sent;
+    Ok(())
 }
 
 /// A byte count for people: `826170` -> `806.81 KiB`.

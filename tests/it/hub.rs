@@ -391,6 +391,67 @@ async fn download_resumes_after_dropped_connection() {
     srv.shutdown().await;
 }
 
+/// Each proven archive's LFS object is sent while the next file is
+/// compressed: a mirror that fails on its last shard has already sent the
+/// archives before it (uncommitted; a re-run finds them present).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_sends_each_archive_while_the_next_is_compressed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = tmp.path().join("seed");
+    std::fs::create_dir_all(&seed).unwrap();
+    for i in 1..=2 {
+        write_safetensors(
+            &seed.join(format!("model-0000{i}-of-00003.safetensors")),
+            4000 + 1000 * i,
+            i as u32,
+        );
+    }
+    // The last shard claims to be safetensors, but its header is cut.
+    let last = seed.join("model-00003-of-00003.safetensors");
+    let mut cut = 64u64.to_le_bytes().to_vec();
+    cut.extend_from_slice(b"{\"w\":");
+    std::fs::write(&last, &cut).unwrap();
+    let root = tmp.path().join("store");
+    let srv = serve(&root, &[("org/sharded", &seed)], |o| o).await;
+    let c = client(&srv.url(), None);
+    // A prior given: no shard is read before the first is compressed.
+    let prior = tmp.path().join("prior.json");
+    std::fs::write(&prior, brevis_core::Prior::uniform().to_json()).unwrap();
+    let mut opts =
+        MirrorOptions::new("org/sharded", tmp.path().join("work")).dest("me/sharded-brevis");
+    opts.prior = Some(prior);
+    let e = brevis_hub::mirror(&c, &c, &opts).await.unwrap_err();
+    assert!(e.to_string().contains("model-00003"), "{e}");
+
+    // The two archives proven before it are in the server's store, and in
+    // no commit.
+    let work = std::fs::read_dir(tmp.path().join("work"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("mirror-")
+        })
+        .unwrap();
+    let store = Store::open(&root).unwrap();
+    for i in 1..=2 {
+        let a = work
+            .join("out")
+            .join(format!("model-0000{i}-of-00003.safetensors.brv"));
+        let h = brevis_hub::hashing::hash_file(&a, false).unwrap();
+        assert!(
+            store.object_path(&h.sha256_hex()).is_file(),
+            "{}",
+            a.display()
+        );
+    }
+    let tree = c.list_files("me/sharded-brevis", "main").await.unwrap();
+    assert!(tree.iter().all(|f| !f.path.ends_with(".brv")), "{tree:?}");
+    srv.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupted_mirror_uploads_only_what_is_missing() {
     let tmp = tempfile::tempdir().unwrap();
