@@ -710,8 +710,10 @@ pub async fn mirror(
     // Each proven archive's LFS object is sent while the next file is
     // compressed (the commit's LFS batch then finds it present).
     let mut uploads: Vec<UploadFile> = Vec::new();
-    let mut sending: tokio::task::JoinSet<Result<(u64, usize)>> = tokio::task::JoinSet::new();
-    let mut sent_early = (0u64, 0usize);
+    // At most the client's concurrency (`--jobs`) of them at once.
+    let mut sending: tokio::task::JoinSet<Result<Sent>> = tokio::task::JoinSet::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(dst.concurrency()));
+    let mut sent_early = Sent::default();
     let mut dest_ready = false;
     let compressed: Result<()> = async {
         for ((f, (archive, enc)), h) in files.iter().zip(&names).zip(&src_hashes) {
@@ -834,24 +836,27 @@ pub async fn mirror(
                     dest_ready = true;
                 }
                 let file = uploads.last().expect("just pushed").clone();
-                sending.spawn(send_object(dst.clone(), dest.clone(), file));
+                let slot = slots.clone();
+                sending.spawn(send_object(dst.clone(), dest.clone(), file, slot));
             }
             // A send that failed fails the mirror now, not after the last file.
             while let Some(r) = sending.try_join_next() {
-                add_sent(&mut sent_early, r)?;
+                sent_early.add(r)?;
             }
         }
         Ok(())
     }
     .await;
-    if let Err(e) = compressed {
-        // What was proven and is being sent is let through: a re-run
-        // finds it present.
-        while sending.join_next().await.is_some() {}
-        return Err(e);
-    }
+    // A failure lets the sends in flight finish (each bounded by the
+    // client's timeouts and retries): a re-run finds what they sent.
+    let mut failed = compressed.err();
     while let Some(r) = sending.join_next().await {
-        add_sent(&mut sent_early, r)?;
+        if let Err(e) = sent_early.add(r) {
+            failed.get_or_insert(e);
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
     }
 
     let manifest = Manifest {
@@ -907,8 +912,8 @@ pub async fn mirror(
             "{dest} already holds this mirror: nothing to upload"
         ));
         report.up_to_date = true;
-        report.uploaded_bytes = sent_early.0;
-        report.lfs_objects_sent = sent_early.1;
+        report.uploaded_bytes = sent_early.bytes;
+        report.lfs_objects_sent = sent_early.objects;
     } else {
         note(&format!("uploading to {dest}"));
         let summary = format!("Brevis mirror of {}@{}", opts.src, &commit[..12]);
@@ -922,10 +927,15 @@ pub async fn mirror(
                 opts.progress.clone(),
             )
             .await?;
-        // The objects sent early are present to the commit's batch.
-        report.uploaded_bytes = sent_early.0 + st.lfs_bytes_sent + st.inline_bytes_sent;
-        report.lfs_objects_sent = sent_early.1 + st.lfs_objects_sent;
-        report.lfs_objects_present = st.lfs_objects_present.saturating_sub(sent_early.1);
+        // The objects sent early are present to the commit's batch, for
+        // every file that holds one (two files may hold the same bytes).
+        let early = uploads
+            .iter()
+            .filter(|u| sent_early.oids.contains(&u.hashes.sha256_hex()))
+            .count();
+        report.uploaded_bytes = sent_early.bytes + st.lfs_bytes_sent + st.inline_bytes_sent;
+        report.lfs_objects_sent = sent_early.objects + st.lfs_objects_sent;
+        report.lfs_objects_present = st.lfs_objects_present.saturating_sub(early);
         report.dest_commit = st.commit.map(|c| c.oid);
     }
     if !opts.keep_work {
@@ -934,32 +944,54 @@ pub async fn mirror(
     Ok(report)
 }
 
-/// Send `file`'s LFS object to `repo` now, if the server says the file
-/// goes by LFS and lacks it: (bytes sent, objects sent). No progress bar
-/// (the compression of the next file has it).
-async fn send_object(dst: HubClient, repo: String, file: UploadFile) -> Result<(u64, usize)> {
+/// What `mirror` sent while it compressed.
+#[derive(Default)]
+struct Sent {
+    bytes: u64,
+    objects: usize,
+    /// SHA-256 of each object sent.
+    oids: std::collections::HashSet<String>,
+}
+
+impl Sent {
+    /// Add what a finished [`send_object`] sent.
+    fn add(&mut self, r: std::result::Result<Result<Sent>, tokio::task::JoinError>) -> Result<()> {
+        let s = r.map_err(|e| HubError::io("<upload>", std::io::Error::other(e.to_string())))??;
+        self.bytes += s.bytes;
+        self.objects += s.objects;
+        self.oids.extend(s.oids);
+        Ok(())
+    }
+}
+
+/// Send `file`'s LFS object to `repo` now, holding one of `slots`, if the
+/// server says the file goes by LFS and lacks it. No progress bar (the
+/// compression of the next file has it).
+async fn send_object(
+    dst: HubClient,
+    repo: String,
+    file: UploadFile,
+    slots: Arc<tokio::sync::Semaphore>,
+) -> Result<Sent> {
+    let _slot = slots
+        .acquire_owned()
+        .await
+        .map_err(|e| HubError::io("<upload>", std::io::Error::other(e.to_string())))?;
     let modes = dst
         .preupload(&repo, "main", std::slice::from_ref(&file))
         .await?;
-    if !modes.first().is_some_and(|m| m.0) {
-        return Ok((0, 0));
+    let mut sent = Sent::default();
+    if modes.first().is_some_and(|m| m.0) {
+        let (bytes, objects, _) = dst
+            .upload_lfs(&repo, "main", &[&file], Arc::new(NoProgress))
+            .await?;
+        sent.bytes = bytes;
+        sent.objects = objects;
+        if objects > 0 {
+            sent.oids.insert(file.hashes.sha256_hex());
+        }
     }
-    let (bytes, sent, _) = dst
-        .upload_lfs(&repo, "main", &[&file], Arc::new(NoProgress))
-        .await?;
-    Ok((bytes, sent))
-}
-
-/// Add what a finished [`send_object`] sent to `total`.
-fn add_sent(
-    total: &mut (u64, usize),
-    r: std::result::Result<Result<(u64, usize)>, tokio::task::JoinError>,
-) -> Result<()> {
-    let (bytes, sent) =
-        r.map_err(|e| HubError::io("<upload>", std::io::Error::other(e.to_string())))??;
-    total.0 += bytes;
-    total.1 += sent;
-    Ok(())
+    Ok(sent)
 }
 
 /// A byte count for people: `826170` -> `806.81 KiB`.

@@ -2788,3 +2788,134 @@ async fn a_source_answered_decoded_mid_check_is_unread() {
     drop(c);
     srv.shutdown().await;
 }
+
+/// A TCP proxy in front of `upstream` that holds each LFS PUT for `hold`
+/// before passing it on and records the most PUTs in flight at once.
+async fn put_counting_proxy(
+    upstream: SocketAddr,
+    hold: std::time::Duration,
+) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind(any_addr()).await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let now = Arc::new(AtomicUsize::new(0));
+    let max = Arc::new(AtomicUsize::new(0));
+    let max2 = max.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = l.accept().await {
+            let (now, max) = (now.clone(), max.clone());
+            tokio::spawn(async move {
+                let server = tokio::net::TcpStream::connect(upstream).await.unwrap();
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                // Per connection: 0 = waiting for a request, 1 = a request
+                // in flight, 2 = a PUT in flight.
+                let state = Arc::new(std::sync::Mutex::new(0u8));
+                let st2 = state.clone();
+                let now2 = now.clone();
+                let up = tokio::spawn(async move {
+                    let mut buf = vec![0u8; 65536];
+                    loop {
+                        let n = match cr.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        let hold_it = {
+                            let mut s = st2.lock().unwrap();
+                            if *s == 0 {
+                                if buf[..n].starts_with(b"PUT ") {
+                                    *s = 2;
+                                    let c = now2.fetch_add(1, Ordering::SeqCst) + 1;
+                                    max.fetch_max(c, Ordering::SeqCst);
+                                    true
+                                } else {
+                                    *s = 1;
+                                    false
+                                }
+                            } else {
+                                false
+                            }
+                        };
+                        if hold_it {
+                            tokio::time::sleep(hold).await;
+                        }
+                        if sw.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    let _ = sw.shutdown().await;
+                });
+                let mut buf = vec![0u8; 65536];
+                loop {
+                    let n = match sr.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    {
+                        let mut s = state.lock().unwrap();
+                        if *s == 2 {
+                            now.fetch_sub(1, Ordering::SeqCst);
+                        }
+                        *s = 0;
+                    }
+                    if cw.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+                up.abort();
+            });
+        }
+    });
+    (url, max2)
+}
+
+/// `--jobs` ("files to transfer at once") bounds the LFS objects a mirror
+/// sends at once, also those sent while the next file is compressed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_sends_no_more_objects_at_once_than_its_jobs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = tmp.path().join("seed");
+    std::fs::create_dir_all(&seed).unwrap();
+    for i in 1..=6 {
+        write_safetensors(
+            &seed.join(format!("model-0000{i}-of-00006.safetensors")),
+            2000 + 100 * i,
+            i as u32,
+        );
+    }
+    let srv = serve(&tmp.path().join("store"), &[("org/sharded", &seed)], |o| o).await;
+    let (url, max_puts) =
+        put_counting_proxy(srv.addr(), std::time::Duration::from_millis(500)).await;
+    let c = client(&url, None).with_concurrency(1);
+    let prior = tmp.path().join("prior.json");
+    std::fs::write(&prior, brevis_core::Prior::uniform().to_json()).unwrap();
+    let mut opts =
+        MirrorOptions::new("org/sharded", tmp.path().join("work")).dest("me/sharded-brevis");
+    opts.prior = Some(prior);
+    let rep = brevis_hub::mirror(&c, &c, &opts).await.unwrap();
+    assert_eq!(rep.lfs_objects_sent, 6, "{rep:?}");
+    let max = max_puts.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(max <= 1, "{max} LFS PUTs at once with --jobs 1");
+    srv.shutdown().await;
+}
+
+/// Two source files whose archives are the same object: the destination
+/// had no LFS object before the run, so none is reported "already there".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_reports_no_object_present_on_a_fresh_destination() {
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = tmp.path().join("seed");
+    std::fs::create_dir_all(&seed).unwrap();
+    write_safetensors(&seed.join("a.safetensors"), 3000, 7);
+    write_safetensors(&seed.join("b.safetensors"), 3000, 7);
+    let srv = serve(&tmp.path().join("store"), &[("org/dup", &seed)], |o| o).await;
+    let c = client(&srv.url(), None);
+    let prior = tmp.path().join("prior.json");
+    std::fs::write(&prior, brevis_core::Prior::uniform().to_json()).unwrap();
+    let mut opts = MirrorOptions::new("org/dup", tmp.path().join("work")).dest("me/dup-brevis");
+    opts.prior = Some(prior);
+    let rep = brevis_hub::mirror(&c, &c, &opts).await.unwrap();
+    assert_eq!(rep.lfs_objects_present, 0, "{rep:?}");
+    srv.shutdown().await;
+}
