@@ -114,6 +114,33 @@ impl RepoFile {
     }
 }
 
+impl Expect {
+    /// What a file of a repo's tree must be: its size, and its LFS SHA-256
+    /// or, for a regular file, its git blob id.
+    pub fn of(f: &RepoFile) -> Expect {
+        Expect {
+            size: Some(f.size),
+            sha256: f.lfs_sha256.clone(),
+            git_oid: f.lfs_sha256.is_none().then(|| f.oid.clone()),
+        }
+    }
+
+    /// Whether a file with these hashes is what is expected (every part
+    /// named; hashes taken without the blob id never match one).
+    pub fn matches(&self, h: &FileHashes) -> bool {
+        self.size.is_none_or(|s| s == h.size)
+            && self
+                .sha256
+                .as_ref()
+                .is_none_or(|s| s.eq_ignore_ascii_case(&h.sha256_hex()))
+            && self.git_oid.as_ref().is_none_or(|want| {
+                h.git_oid
+                    .as_deref()
+                    .is_some_and(|g| g.eq_ignore_ascii_case(want))
+            })
+    }
+}
+
 /// What `/api/models/{repo}/revision/{rev}` says.
 #[derive(Debug, Clone)]
 pub struct RepoInfo {

@@ -585,17 +585,12 @@ pub async fn mirror(
         // A file left by an earlier run is kept only if it is the Hub's
         // bytes; one that is not (a flipped byte, another version) is
         // downloaded again rather than failing every later run.
+        let expect = Expect::of(f);
         let mut done = std::fs::metadata(&local).is_ok_and(|m| m.is_file() && m.len() == f.size);
         if done {
-            let (l2, git) = (local.clone(), f.lfs_sha256.is_none());
+            let (l2, git) = (local.clone(), expect.git_oid.is_some());
             let h = blocking(move || hash_file(&l2, git)).await?;
-            done = match &f.lfs_sha256 {
-                Some(s) => s.eq_ignore_ascii_case(&h.sha256_hex()),
-                None => h
-                    .git_oid
-                    .as_deref()
-                    .is_some_and(|g| g.eq_ignore_ascii_case(&f.oid)),
-            };
+            done = expect.matches(&h);
             if done {
                 checked.insert(f.path.clone(), h);
             } else {
@@ -609,15 +604,6 @@ pub async fn mirror(
             }
         }
         if !done {
-            let expect = Expect {
-                size: Some(f.size),
-                sha256: f.lfs_sha256.clone(),
-                git_oid: if f.lfs_sha256.is_none() {
-                    Some(f.oid.clone())
-                } else {
-                    None
-                },
-            };
             todo.push((f.path.clone(), local, expect));
         }
     }
@@ -1344,28 +1330,13 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
                 ),
             });
         }
-        let expect = Expect {
-            size: Some(r.size),
-            sha256: r.lfs_sha256.clone(),
-            git_oid: if r.lfs_sha256.is_none() {
-                Some(r.oid.clone())
-            } else {
-                None
-            },
-        };
+        let expect = Expect::of(r);
         let local = work.join("dl").join(&f.archive);
         // A complete download left by an interrupted run is kept if it checks.
         if std::fs::metadata(&local).is_ok_and(|m| m.is_file() && m.len() == r.size) {
             let (l2, git) = (local.clone(), expect.git_oid.is_some());
             let h = blocking(move || hash_file(&l2, git)).await?;
-            let good = match &expect.sha256 {
-                Some(s) => s.eq_ignore_ascii_case(&h.sha256_hex()),
-                None => h
-                    .git_oid
-                    .as_deref()
-                    .is_some_and(|g| g.eq_ignore_ascii_case(&r.oid)),
-            };
-            if good {
+            if expect.matches(&h) {
                 continue;
             }
             let _ = std::fs::remove_file(&local);

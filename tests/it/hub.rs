@@ -86,6 +86,17 @@ fn write_safetensors(path: &Path, n: usize, seed: u32) {
     std::fs::write(path, out).unwrap();
 }
 
+/// Options mirroring `src` into `dest` (work folder under `tmp`) with a
+/// uniform prior given: nothing is learned, so no shard is read before the
+/// first is compressed.
+fn mirror_with_uniform_prior(tmp: &Path, src: &str, dest: &str) -> MirrorOptions {
+    let prior = tmp.join("prior.json");
+    std::fs::write(&prior, brevis_core::Prior::uniform().to_json()).unwrap();
+    let mut opts = MirrorOptions::new(src, tmp.join("work")).dest(dest);
+    opts.prior = Some(prior);
+    opts
+}
+
 /// Every regular file under `dir`, relative, sorted.
 fn files_under(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
@@ -414,12 +425,7 @@ async fn mirror_sends_each_archive_while_the_next_is_compressed() {
     let root = tmp.path().join("store");
     let srv = serve(&root, &[("org/sharded", &seed)], |o| o).await;
     let c = client(&srv.url(), None);
-    // A prior given: no shard is read before the first is compressed.
-    let prior = tmp.path().join("prior.json");
-    std::fs::write(&prior, brevis_core::Prior::uniform().to_json()).unwrap();
-    let mut opts =
-        MirrorOptions::new("org/sharded", tmp.path().join("work")).dest("me/sharded-brevis");
-    opts.prior = Some(prior);
+    let opts = mirror_with_uniform_prior(tmp.path(), "org/sharded", "me/sharded-brevis");
     let e = brevis_hub::mirror(&c, &c, &opts).await.unwrap_err();
     assert!(e.to_string().contains("model-00003"), "{e}");
 
@@ -2888,11 +2894,7 @@ async fn mirror_sends_no_more_objects_at_once_than_its_jobs() {
     let (url, max_puts) =
         put_counting_proxy(srv.addr(), std::time::Duration::from_millis(500)).await;
     let c = client(&url, None).with_concurrency(1);
-    let prior = tmp.path().join("prior.json");
-    std::fs::write(&prior, brevis_core::Prior::uniform().to_json()).unwrap();
-    let mut opts =
-        MirrorOptions::new("org/sharded", tmp.path().join("work")).dest("me/sharded-brevis");
-    opts.prior = Some(prior);
+    let opts = mirror_with_uniform_prior(tmp.path(), "org/sharded", "me/sharded-brevis");
     let rep = brevis_hub::mirror(&c, &c, &opts).await.unwrap();
     assert_eq!(rep.lfs_objects_sent, 6, "{rep:?}");
     let max = max_puts.load(std::sync::atomic::Ordering::SeqCst);
@@ -2911,10 +2913,7 @@ async fn mirror_reports_no_object_present_on_a_fresh_destination() {
     write_safetensors(&seed.join("b.safetensors"), 3000, 7);
     let srv = serve(&tmp.path().join("store"), &[("org/dup", &seed)], |o| o).await;
     let c = client(&srv.url(), None);
-    let prior = tmp.path().join("prior.json");
-    std::fs::write(&prior, brevis_core::Prior::uniform().to_json()).unwrap();
-    let mut opts = MirrorOptions::new("org/dup", tmp.path().join("work")).dest("me/dup-brevis");
-    opts.prior = Some(prior);
+    let opts = mirror_with_uniform_prior(tmp.path(), "org/dup", "me/dup-brevis");
     let rep = brevis_hub::mirror(&c, &c, &opts).await.unwrap();
     assert_eq!(rep.lfs_objects_present, 0, "{rep:?}");
     srv.shutdown().await;

@@ -422,14 +422,10 @@ pub const CONTEXT_SYMBOL_COST: f64 = 0.08 / 8.0;
 /// What stepping through the symbols of `n` words of `width` bits in
 /// `codec` costs, in bytes (see [`SYMBOL_COST`]).
 pub fn symbol_cost(codec: Codec, n: usize, width: u8) -> f64 {
-    let per = match codec {
-        Codec::Rans1
-        | Codec::Rans1x32
-        | Codec::RansCond { .. }
-        | Codec::RansCondx32 { .. }
-        | Codec::Rans1V1
-        | Codec::RansCondV1 { .. } => SYMBOL_COST + CONTEXT_SYMBOL_COST,
-        _ => SYMBOL_COST,
+    let per = if codec.contextual() {
+        SYMBOL_COST + CONTEXT_SYMBOL_COST
+    } else {
+        SYMBOL_COST
     };
     symbols(codec, n, width) as f64 * per
 }

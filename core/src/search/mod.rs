@@ -435,13 +435,18 @@ fn generic_may_win(t: &Target<'_>, incumbent: usize) -> bool {
 /// 1/128 of its bytes (its encoding costs about 10 ns a byte more than the
 /// field coders', some 0.07 bit a byte at SYMBOL_COST's rate).
 fn planes_penalty(t: &Target<'_>) -> usize {
-    t.words.len() * (t.width as usize / 8) / 128
+    target_bytes(t) / 128
+}
+
+/// Bytes of the target's words.
+fn target_bytes(t: &Target<'_>) -> usize {
+    t.words.len() * (t.width as usize).div_ceil(8)
 }
 
 /// Bytes [`Shape::Generic`] (zstd -19 on whole words) must save on the
 /// target to be chosen: 1/[`GENERIC_PENALTY_DIV`] of its bytes.
 fn generic_penalty(t: &Target<'_>) -> usize {
-    t.words.len() * (t.width as usize).div_ceil(8) / GENERIC_PENALTY_DIV
+    target_bytes(t) / GENERIC_PENALTY_DIV
 }
 
 /// zstd -19 encodes tensor bytes at 46-346 ns a byte (human-tfjs's U8,
@@ -747,20 +752,44 @@ impl Prior {
 mod tests {
     use super::*;
 
+    /// A 64-bit linear congruential generator from `seed` (each call
+    /// gives the next state).
+    fn lcg(seed: u64) -> impl FnMut() -> u64 {
+        let mut x = seed;
+        move || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x
+        }
+    }
+
     fn bf16_like(n: usize) -> Vec<u64> {
         // Gaussian-ish weights: narrow exponent range, uniform mantissa.
-        let mut x = 12345u64;
+        let mut next = lcg(12345);
         (0..n)
             .map(|_| {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                let x = next();
                 let sign = (x >> 63) & 1;
                 let e = 118 + ((x >> 40) % 4) + ((x >> 50) % 3);
                 let m = (x >> 20) & 0x7F;
                 (sign << 15) | (e << 7) | m
             })
             .collect()
+    }
+
+    /// A whole 1-D tensor of these words.
+    fn flat_target<'a>(w: &'a [u64], width: u8, dtype: Dtype, name: &'a str) -> Target<'a> {
+        Target {
+            words: w,
+            width,
+            dtype,
+            name,
+            rank: 1,
+            total_words: w.len() as u64,
+            row: 1,
+            region: crate::container::DEFAULT_REGION_WORDS,
+        }
     }
 
     /// A whole bf16 MLP weight of these words.
@@ -842,15 +871,8 @@ mod tests {
     /// but the planes' penalty is 2 KB lighter.
     #[test]
     fn byte_planes_are_weighed_against_whole_words_with_its_penalty() {
-        let mut x = 7u64;
-        let block: Vec<u64> = (0..3000)
-            .map(|_| {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                x >> 48
-            })
-            .collect();
+        let mut next = lcg(7);
+        let block: Vec<u64> = (0..3000).map(|_| next() >> 48).collect();
         let w: Vec<u64> = (0..10)
             .flat_map(|r| {
                 let mut b = block.clone();
@@ -858,16 +880,7 @@ mod tests {
                 b
             })
             .collect();
-        let t = Target {
-            words: &w,
-            width: 16,
-            dtype: Dtype::F16,
-            name: "model.table",
-            rank: 1,
-            total_words: w.len() as u64,
-            row: 1,
-            region: crate::container::DEFAULT_REGION_WORDS,
-        };
+        let t = flat_target(&w, 16, Dtype::F16, "model.table");
         let cfg = Instantiate::default();
         let size = |s: &Shape| wire::serialized_size(&instantiate(s, &w, 16, &cfg));
         let (generic, planes) = (size(&Shape::Generic), size(&Shape::GenericPlanes));
@@ -953,16 +966,7 @@ mod tests {
             .enumerate()
             .map(|(i, &c)| (c ^ (i / 997) as u8) as u64)
             .collect();
-        let t = Target {
-            words: &w,
-            width: 8,
-            dtype: Dtype::U8,
-            name: "vocab.bytes",
-            rank: 1,
-            total_words: w.len() as u64,
-            row: 1,
-            region: crate::container::DEFAULT_REGION_WORDS,
-        };
+        let t = flat_target(&w, 8, Dtype::U8, "vocab.bytes");
         let p = prior_of(&t, &[("lit", 6), ("generic", 1)]);
         let probs = p.probabilities(&context(&t, "top".into(), 8), &["lit", "generic"]);
         let gap = (probs[0] / probs[1]).log2();
@@ -977,27 +981,11 @@ mod tests {
     #[test]
     fn the_generic_codec_must_save_its_encoding_time() {
         let shape_with_copy = |copied: usize| {
-            let mut x = 99u64;
-            let mut w: Vec<u64> = (0..30_000)
-                .map(|_| {
-                    x = x
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    x >> 56
-                })
-                .collect();
+            let mut next = lcg(99);
+            let mut w: Vec<u64> = (0..30_000).map(|_| next() >> 56).collect();
             let at = w.len() - copied;
             w.copy_within(..copied, at);
-            let t = Target {
-                words: &w,
-                width: 8,
-                dtype: Dtype::U8,
-                name: "quantized.weight",
-                rank: 1,
-                total_words: w.len() as u64,
-                row: 1,
-                region: crate::container::DEFAULT_REGION_WORDS,
-            };
+            let t = flat_target(&w, 8, Dtype::U8, "quantized.weight");
             let p = prior_of(&t, &[("lit", 1), ("generic", 1)]);
             let generic = instantiate(&Shape::Generic, &w, 8, &Instantiate::default());
             let lit = instantiate(&Shape::Lit(None), &w, 8, &Instantiate::default());
