@@ -173,10 +173,10 @@ pub enum PriorCommand {
         #[arg(short, long, default_value = "brevis.prior.json")]
         output: PathBuf,
         /// Search budget per sampled tensor.
-        #[arg(long, default_value_t = 64)]
+        #[arg(long, default_value_t = LearnOptions::default().budget)]
         budget: u32,
         /// Most tensors sampled.
-        #[arg(long, default_value_t = 96)]
+        #[arg(long, default_value_t = LearnOptions::default().max_tensors)]
         max_tensors: usize,
         /// Overwrite the output.
         #[arg(short, long)]

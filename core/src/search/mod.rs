@@ -608,13 +608,69 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
     }
 }
 
+/// Tensors to sample from each group of (tensors, bytes), at most `max`
+/// in all: one for each of the largest half of `max` groups by bytes,
+/// and the rest in proportion to bytes (D'Hondt: each next one to the
+/// group with the most bytes per tensor taken so far). Groups of small
+/// tensors are many but hold few of the bytes, and take little of the
+/// search's time: taken round-robin, human-tfjs's 119 groups left the
+/// largest (418 conv kernels, a third of its bytes) one tensor, the
+/// same as a group of two flags, and the last 23 groups none.
+fn quotas(groups: &[(usize, u64)], max: usize) -> Vec<usize> {
+    let mut q = vec![0usize; groups.len()];
+    let mut by_bytes: Vec<usize> = (0..groups.len()).collect();
+    by_bytes.sort_by_key(|&i| std::cmp::Reverse(groups[i].1));
+    for &i in by_bytes.iter().take(max / 2) {
+        q[i] = groups[i].0.min(1);
+    }
+    let mut left = max.saturating_sub(q.iter().sum());
+    while left > 0 {
+        let next = by_bytes
+            .iter()
+            .copied()
+            .filter(|&i| q[i] < groups[i].0)
+            .max_by(|&a, &b| {
+                let share = |i: usize| groups[i].1 as f64 / (q[i] + 1) as f64;
+                share(a).total_cmp(&share(b)).then(b.cmp(&a))
+            });
+        let Some(i) = next else { break };
+        q[i] += 1;
+        left -= 1;
+    }
+    q
+}
+
+/// `v` reordered so that every prefix is spread evenly over it: the
+/// van der Corput order of its indices (0, n/2, n/4, 3n/4, ...).
+fn spread<T>(v: Vec<T>) -> Vec<T> {
+    let n = v.len();
+    if n < 3 {
+        return v;
+    }
+    let bits = usize::BITS - (n - 1).leading_zeros();
+    let order: Vec<usize> = (0..1usize << bits)
+        .map(|i| i.reverse_bits() >> (usize::BITS - bits))
+        .filter(|&i| i < n)
+        .collect();
+    debug_assert_eq!(order.len(), n);
+    let mut slots: Vec<Option<T>> = v.into_iter().map(Some).collect();
+    order
+        .into_iter()
+        .map(|i| slots[i].take().expect("a permutation"))
+        .collect()
+}
+
 /// Options for learning a prior.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct LearnOptions {
     /// Search budget used on each sampled tensor (larger than the default).
     pub budget: u32,
-    /// Most tensors sampled.
+    /// Most tensors sampled. (With [`quotas`], human-tfjs compresses in
+    /// 775 ms of CPU at 192, 34 KB (0.026%) larger than with 96 taken
+    /// round-robin, in 892 ms; at 96, 153 KB larger; at 384, 16 KB
+    /// larger in 830 ms: a larger sample sees more near-ties, and the
+    /// prior is less sure. The other five models within 6 KB.)
     pub max_tensors: usize,
     /// Worker threads (0 = all).
     pub threads: usize,
@@ -624,7 +680,7 @@ impl Default for LearnOptions {
     fn default() -> Self {
         LearnOptions {
             budget: 64,
-            max_tensors: 96,
+            max_tensors: 192,
             threads: 0,
         }
     }
@@ -651,9 +707,10 @@ impl LearnOptions {
 impl Prior {
     /// Learn a prior from a stratified sample of the tensors of these files
     /// (safetensors; other files are skipped): tensors are grouped by dtype,
-    /// role and size class, taken round-robin across groups, searched with a
-    /// large budget under the uniform prior, and the winning programs'
-    /// productions are counted.
+    /// role and size class, each group gets a share of the sample (see
+    /// [`quotas`]) taken across its whole length (see [`spread`]), and the
+    /// sample is searched with a large budget under the uniform prior, the
+    /// winning programs' productions counted.
     pub fn learn(files: &[&Path], opts: &LearnOptions) -> Result<Prior, EncodeError> {
         use rayon::prelude::*;
         let mut groups: std::collections::BTreeMap<
@@ -677,23 +734,18 @@ impl Prior {
             }
             opened.push(f);
         }
-        // Round-robin over groups: every kind of tensor is represented.
-        let mut picked = Vec::new();
-        let mut round = 0;
-        while picked.len() < opts.max_tensors {
-            let before = picked.len();
-            for g in groups.values() {
-                if let Some(x) = g.get(round)
-                    && picked.len() < opts.max_tensors
-                {
-                    picked.push(x.clone());
-                }
-            }
-            if picked.len() == before {
-                break;
-            }
-            round += 1;
-        }
+        let sizes: Vec<(usize, u64)> = groups
+            .values()
+            .map(|g| (g.len(), g.iter().map(|(_, s)| s.len).sum()))
+            .collect();
+        let quota = quotas(&sizes, opts.max_tensors);
+        // Each group's share, spread over its whole length (and so over
+        // every file), not its first tensors.
+        let picked: Vec<(usize, crate::container::SegmentDesc)> = groups
+            .into_values()
+            .zip(quota)
+            .flat_map(|(g, q)| spread(g).into_iter().take(q))
+            .collect();
         let uniform = Prior::uniform();
         let pool = crate::container::pool(opts.threads);
         type Found = (
@@ -1146,5 +1198,46 @@ mod tests {
         assert_eq!(fast.sample_bytes, s.sample_bytes);
         let back = Prior::from_json(&p.to_json()).unwrap();
         assert_eq!(back, p);
+    }
+
+    /// The learning sample's shares: the largest groups by bytes get one
+    /// each first, the rest goes by bytes, no group gives more than it
+    /// has, and nothing is taken past the maximum.
+    #[test]
+    fn the_learning_sample_goes_where_the_bytes_are() {
+        // 119 groups as in human-tfjs: one of a third of the bytes, many
+        // small ones; the small ones come first in the groups' order.
+        let mut groups = vec![(2usize, 8u64); 100];
+        groups.extend((0..18).map(|i| (50, 1_000_000 + i)));
+        groups.push((418, 54_000_000));
+        let q = quotas(&groups, 96);
+        assert_eq!(q.iter().sum::<usize>(), 96);
+        assert!(q.iter().zip(&groups).all(|(&q, g)| q <= g.0));
+        // The 19 large groups are all sampled, the largest most of all.
+        assert!(q[100..].iter().all(|&q| q >= 1), "{q:?}");
+        assert!(q[118] > q[100..118].iter().sum::<usize>(), "{q:?}");
+        // Half the maximum is kept for the largest: 29 small groups get one.
+        assert_eq!(q[..100].iter().filter(|&&q| q > 0).count(), 48 - 19);
+        // Fewer tensors than the maximum: all of them.
+        assert_eq!(quotas(&[(3, 10), (2, 1)], 96), vec![3, 2]);
+        assert_eq!(quotas(&[], 96), Vec::<usize>::new());
+    }
+
+    /// A group's sample spans it: every prefix of the order is spread.
+    #[test]
+    fn a_groups_sample_is_spread_over_it() {
+        for n in 0..40usize {
+            let v = spread((0..n).collect::<Vec<_>>());
+            let mut sorted = v.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "a permutation of {n}");
+        }
+        assert_eq!(
+            spread((0..8).collect::<Vec<_>>()),
+            vec![0, 4, 2, 6, 1, 5, 3, 7]
+        );
+        // Of 41 files' members: the first, then the 33rd and the 17th.
+        let v = spread((0..41).collect::<Vec<_>>());
+        assert_eq!(&v[..3], &[0, 32, 16]);
     }
 }
