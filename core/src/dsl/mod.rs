@@ -175,7 +175,13 @@ impl Split {
                 .map(|&f| {
                     s -= f as u32;
                     let (sh, m) = (s, mask(f));
-                    words.iter().map(|&w| ((w >> sh) & m) as u8).collect()
+                    // An indexed loop over a preallocated field vectorizes
+                    // (as in `split_le_bytes`); `collect` does not.
+                    let mut out = vec![0u8; words.len()];
+                    for (o, &w) in out.iter_mut().zip(words) {
+                        *o = ((w >> sh) & m) as u8;
+                    }
+                    out
                 })
                 .collect(),
         )

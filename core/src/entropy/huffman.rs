@@ -37,15 +37,18 @@ fn huffman_lengths(c: &[u64]) -> [u8; 256] {
     // Nodes are merged lightest first, ties to the lower id (leaves are
     // ids 0..n in symbol order, merged nodes n.. as they are made). Merged
     // nodes come in order of weight, so two sorted queues (leaves, merged)
-    // give the lightest node at one front or the other.
+    // give the lightest node at one front or the other. A node is one
+    // integer, weight above id (ids < 512), so sorting and comparing are
+    // of plain integers.
+    const ID: u32 = 9;
     let n = present.len();
-    let mut leaves: Vec<(u64, usize)> = present
+    let mut leaves: Vec<u64> = present
         .iter()
         .enumerate()
-        .map(|(i, &s)| (c[s], i))
+        .map(|(i, &s)| (c[s] << ID) | i as u64)
         .collect();
     leaves.sort_unstable();
-    let mut merged: Vec<(u64, usize)> = Vec::with_capacity(n - 1);
+    let mut merged: Vec<u64> = Vec::with_capacity(n - 1);
     let mut parent = vec![usize::MAX; 2 * n - 1];
     let (mut li, mut mi) = (0, 0);
     for id in n..2 * n - 1 {
@@ -58,11 +61,12 @@ fn huffman_lengths(c: &[u64]) -> [u8; 256] {
                 merged[mi - 1]
             }
         };
-        let (wa, a) = take();
-        let (wb, b) = take();
-        parent[a] = id;
-        parent[b] = id;
-        merged.push((wa + wb, id));
+        let a = take();
+        let b = take();
+        let low = (1u64 << ID) - 1;
+        parent[(a & low) as usize] = id;
+        parent[(b & low) as usize] = id;
+        merged.push((((a >> ID) + (b >> ID)) << ID) | id as u64);
     }
     // A parent's id is above its children's: depths from the root down.
     let mut depth = vec![0u32; 2 * n - 1];
@@ -123,7 +127,9 @@ pub(crate) fn encode<W: Word>(syms: &[W]) -> Vec<u8> {
     }
     let lens = code_lengths(&counts);
     let codes = canonical_codes(&lens);
-    let mut out = Vec::with_capacity(syms.len() / 2 + 300);
+    let total: u64 = (0..256).map(|s| counts[s] as u64 * lens[s] as u64).sum();
+    let len = total.div_ceil(8) as usize;
+    let mut out = Vec::with_capacity(len + 300);
     let present: Vec<usize> = (0..256).filter(|&s| lens[s] > 0).collect();
     put_varint(&mut out, present.len() as u64);
     if present.is_empty() {
@@ -135,25 +141,27 @@ pub(crate) fn encode<W: Word>(syms: &[W]) -> Vec<u8> {
         let hi = pair.get(1).map_or(0, |&s| lens[s]);
         out.push(lo | (hi << 4));
     }
-    // Bitstream.
-    let mut bits: Vec<u8> = Vec::with_capacity(syms.len() / 2 + 8);
-    let mut acc = 0u64;
-    let mut nacc = 0u32;
+    // Bitstream: its length is known from the counts, so the buffer is
+    // sized once, and each code goes in with one 8-byte store of the
+    // accumulator (whose bits past `nacc` are zero) at the first byte not
+    // yet whole: at most 7 + MAX_LEN bits are pending.
+    put_varint(&mut out, len as u64);
+    let start = out.len();
+    out.resize(start + len + 8, 0);
+    let bits = &mut out[start..];
+    let (mut acc, mut nacc, mut pos) = (0u64, 0u32, 0usize);
     for &s in syms {
         let s = s.to_u64() as usize;
         acc |= (codes[s] as u64) << nacc;
         nacc += lens[s] as u32;
-        while nacc >= 8 {
-            bits.push(acc as u8);
-            acc >>= 8;
-            nacc -= 8;
-        }
+        bits[pos..pos + 8].copy_from_slice(&acc.to_le_bytes());
+        let whole = nacc / 8;
+        pos += whole as usize;
+        acc >>= whole * 8;
+        nacc %= 8;
     }
-    if nacc > 0 {
-        bits.push(acc as u8);
-    }
-    put_varint(&mut out, bits.len() as u64);
-    out.extend_from_slice(&bits);
+    debug_assert_eq!(pos + nacc.div_ceil(8) as usize, len);
+    out.truncate(start + len);
     out
 }
 
