@@ -660,17 +660,24 @@ fn spread<T>(v: Vec<T>) -> Vec<T> {
         .collect()
 }
 
+/// Tensors a prior is learned from when their groups are few (see
+/// [`LearnOptions::max_tensors`]).
+const MIN_LEARN_TENSORS: usize = 96;
+
 /// Options for learning a prior.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct LearnOptions {
     /// Search budget used on each sampled tensor (larger than the default).
     pub budget: u32,
-    /// Most tensors sampled. (With [`quotas`], human-tfjs compresses in
-    /// 775 ms of CPU at 192, 34 KB (0.026%) larger than with 96 taken
-    /// round-robin, in 892 ms; at 96, 153 KB larger; at 384, 16 KB
-    /// larger in 830 ms: a larger sample sees more near-ties, and the
-    /// prior is less sure. The other five models within 6 KB.)
+    /// Most tensors sampled: two a group of tensors, at least 96 (or this
+    /// maximum). With [`quotas`], human-tfjs (119 groups) compresses in 775
+    /// ms of CPU with a prior learned from 192, 34 KB (0.026%) larger than
+    /// with 96 taken round-robin, in 892 ms; from 96, 153 KB larger; from
+    /// 384, 16 KB larger in 830 ms (a larger sample sees more near-ties,
+    /// and the prior is less sure). On the other five models (5-15 groups)
+    /// 192 gains nothing on 96 and takes up to twice as long to learn
+    /// (astra 149 against 90 ms of CPU).
     pub max_tensors: usize,
     /// Worker threads (0 = all).
     pub threads: usize,
@@ -738,7 +745,11 @@ impl Prior {
             .values()
             .map(|g| (g.len(), g.iter().map(|(_, s)| s.len).sum()))
             .collect();
-        let quota = quotas(&sizes, opts.max_tensors);
+        // Two tensors a group, at least MIN_LEARN_TENSORS and at most the
+        // maximum: many kinds of tensor need more of them to be told apart.
+        let sample =
+            (2 * sizes.len()).clamp(MIN_LEARN_TENSORS.min(opts.max_tensors), opts.max_tensors);
+        let quota = quotas(&sizes, sample);
         // Each group's share, spread over its whole length (and so over
         // every file), not its first tensors.
         let picked: Vec<(usize, crate::container::SegmentDesc)> = groups
