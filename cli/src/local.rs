@@ -175,7 +175,7 @@ pub enum PriorCommand {
         /// Search budget per sampled tensor.
         #[arg(long, default_value_t = LearnOptions::default().budget)]
         budget: u32,
-        /// Most tensors sampled.
+        /// Most tensors sampled (two a group of tensors, at least 96).
         #[arg(long, default_value_t = LearnOptions::default().max_tensors)]
         max_tensors: usize,
         /// Overwrite the output.

@@ -175,7 +175,7 @@ impl Split {
                 .map(|&f| {
                     s -= f as u32;
                     let (sh, m) = (s, mask(f));
-                    // An indexed loop over a preallocated field vectorizes
+                    // A loop over a preallocated field vectorizes
                     // (as in `split_le_bytes`); `collect` does not.
                     let mut out = vec![0u8; words.len()];
                     for (o, &w) in out.iter_mut().zip(words) {
