@@ -671,7 +671,7 @@ pub struct LearnOptions {
     /// Search budget used on each sampled tensor (larger than the default).
     pub budget: u32,
     /// Most tensors sampled: two a group of tensors, at least 96 (or this
-    /// maximum). With [`quotas`], human-tfjs (119 groups) compresses in 775
+    /// maximum). With `quotas`, human-tfjs (119 groups) compresses in 775
     /// ms of CPU with a prior learned from 192, 34 KB (0.026%) larger than
     /// with 96 taken round-robin, in 892 ms; from 96, 153 KB larger; from
     /// 384, 16 KB larger in 830 ms (a larger sample sees more near-ties,
@@ -715,7 +715,7 @@ impl Prior {
     /// Learn a prior from a stratified sample of the tensors of these files
     /// (safetensors; other files are skipped): tensors are grouped by dtype,
     /// role and size class, each group gets a share of the sample (see
-    /// [`quotas`]) taken across its whole length (see [`spread`]), and the
+    /// `quotas`) taken across its whole length (see `spread`), and the
     /// sample is searched with a large budget under the uniform prior, the
     /// winning programs' productions counted.
     pub fn learn(files: &[&Path], opts: &LearnOptions) -> Result<Prior, EncodeError> {
