@@ -110,13 +110,18 @@ pub(crate) fn size_parts(counts: &[u32; 256]) -> (usize, usize) {
     if np == 0 {
         return (0, 1);
     }
-    let bits: u64 = (0..256).map(|s| counts[s] as u64 * lens[s] as u64).sum();
-    let data = bits.div_ceil(8);
+    let data = data_bytes(counts, &lens) as u64;
     let table = super::varint_len(np as u64)
         + if np <= 32 { np } else { 32 }
         + np.div_ceil(2)
         + super::varint_len(data);
     (data as usize, table)
+}
+
+/// Bytes of the bitstream of symbols of `counts` in codes of `lens`.
+fn data_bytes(counts: &[u32; 256], lens: &[u8; 256]) -> usize {
+    let bits: u64 = (0..256).map(|s| counts[s] as u64 * lens[s] as u64).sum();
+    bits.div_ceil(8) as usize
 }
 
 /// Encode symbols (each < 256).
@@ -127,8 +132,7 @@ pub(crate) fn encode<W: Word>(syms: &[W]) -> Vec<u8> {
     }
     let lens = code_lengths(&counts);
     let codes = canonical_codes(&lens);
-    let total: u64 = (0..256).map(|s| counts[s] as u64 * lens[s] as u64).sum();
-    let len = total.div_ceil(8) as usize;
+    let len = data_bytes(&counts, &lens);
     let mut out = Vec::with_capacity(len + 300);
     let present: Vec<usize> = (0..256).filter(|&s| lens[s] > 0).collect();
     put_varint(&mut out, present.len() as u64);
