@@ -984,13 +984,51 @@ mod tests {
                 ] {
                     let counts = count_n::<WIDE>(&s, &ctx);
                     for min_ctx in [1, 512] {
-                        let v = encode_with_simd::<WIDE>(&s, ctx, &counts, min_ctx, Simd::Best);
                         let o = encode_with_simd::<WIDE>(&s, ctx, &counts, min_ctx, Simd::Off);
-                        assert!(v == o, "n={n} alphabet={alphabet} offset={offset}");
+                        for simd in [Simd::Best, Simd::Avx2] {
+                            let v = encode_with_simd::<WIDE>(&s, ctx, &counts, min_ctx, simd);
+                            assert!(v == o, "n={n} alphabet={alphabet} offset={offset} {simd:?}");
+                        }
                     }
                 }
             }
         }
+    }
+
+    #[test]
+    fn vector_encoders_write_the_scalar_bytes_for_short_streams_and_every_shrink_pattern() {
+        // Both vector encoders against the scalar one, under every model.
+        let check = |s: &[u8], sib: &[u8]| {
+            for ctx in [Context::None, Context::Previous, Context::Sibling(sib)] {
+                let counts = count_n::<WIDE>(s, &ctx);
+                let o = encode_with_simd::<WIDE>(s, ctx, &counts, 1, Simd::Off);
+                for simd in [Simd::Best, Simd::Avx2] {
+                    let v = encode_with_simd::<WIDE>(s, ctx, &counts, 1, simd);
+                    assert!(v == o, "n={} {simd:?}", s.len());
+                }
+            }
+        };
+        // No whole round, a few, and every length of the scalar tail.
+        for n in 0..200 {
+            check(&bytes(n as u64, n, 30), &bytes(n as u64 + 1, n, 5));
+        }
+        // 256 symbols as often (8 bits each): every lane shrinks in one
+        // round and none in the next. Conditioned on the lane's parity,
+        // with a certain symbol (never shrinks) on one parity: alternate
+        // lanes.
+        let n = 32 * 1024;
+        let flat: Vec<u8> = (0..n).map(|i| (i * 37) as u8).collect();
+        check(&flat, &flat);
+        for parity in [0, 1] {
+            let sib: Vec<u8> = (0..n).map(|i| ((i + parity) % 2) as u8).collect();
+            let s: Vec<u8> = (0..n)
+                .map(|i| if sib[i] == 0 { (i * 37) as u8 } else { 7 })
+                .collect();
+            check(&s, &sib);
+        }
+        // Costs from 7 to 12 bits: lanes shrink independently, about
+        // every other round (every mask of 8 lanes, many times).
+        check(&bytes(11, n + 5, 256), &bytes(12, n + 5, 3));
     }
 
     #[test]
@@ -1083,6 +1121,15 @@ mod tests {
             ];
             for &x in edges.iter().chain(&high) {
                 assert_eq!(e.quotient(x), x / freq, "x={x} freq={freq}");
+                // The AVX2 encoder's form, in 32 bits.
+                let hi = ((x as u64 * e.m as u64) >> 32) as u32;
+                let half = hi + ((x - hi) >> 1);
+                let q = if e.shift == 0 {
+                    x
+                } else {
+                    half >> (e.shift - 1)
+                };
+                assert_eq!(q, x / freq, "x={x} freq={freq}");
             }
         }
     }
