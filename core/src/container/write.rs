@@ -129,7 +129,10 @@ pub(crate) fn compress_source<W: Write + Seek>(
     src.read_exact_at(0, &mut whole)
         .map_err(|e| io(&label, e))?;
     let src: &[u8] = &whole;
-    let mut tensors = std::io::Cursor::new(Vec::new());
+    // Reserved whole (archives are rarely larger than their source; pages
+    // never written are never touched): grown by doubling, the archive was
+    // copied twice over (human-tfjs's 37 files: 55 ms of 1.9 s).
+    let mut tensors = std::io::Cursor::new(Vec::with_capacity(len as usize));
     let spans: Vec<(u64, u64)> = descs
         .iter()
         .filter(|d| d.kind == SegmentKind::Tensor)
