@@ -224,10 +224,10 @@ fn whole_may_win(whole: &[u8], tensors: &[(u64, u64)], archive: u64) -> bool {
     }
     let slice = WHOLE_SAMPLE_BYTES / WHOLE_SAMPLE_SLICES;
     let step = (body.len() - slice) / (WHOLE_SAMPLE_SLICES - 1);
-    let sample: Vec<u8> = (0..WHOLE_SAMPLE_SLICES)
-        .flat_map(|i| &body[i * step..i * step + slice])
-        .copied()
-        .collect();
+    let mut sample = Vec::with_capacity(slice * WHOLE_SAMPLE_SLICES);
+    for i in 0..WHOLE_SAMPLE_SLICES {
+        sample.extend_from_slice(&body[i * step..i * step + slice]);
+    }
     let z1 = z(&sample, 1) as f64;
     let fresh = (body.len() as u64).saturating_sub(cross_tensor_repeats(whole, tensors));
     if !pass(z(head, 1) as f64 + fresh as f64 * z1 / sample.len() as f64) {
