@@ -555,7 +555,13 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
             Some((parent, width, depth)) => {
                 let prods = productions(t, &parent, width, depth);
                 let names: Vec<&str> = prods.iter().map(|p| p.0).collect();
-                let probs = prior.probabilities(&context(t, parent, width), &names);
+                // The target's role and size class, worked out once.
+                let ctx = HoleContext {
+                    parent,
+                    width,
+                    ..hole.clone()
+                };
+                let probs = prior.probabilities(&ctx, &names);
                 for ((_, repl), p) in prods.iter().zip(probs) {
                     if pushed >= max_states {
                         break;
