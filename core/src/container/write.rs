@@ -173,7 +173,7 @@ const WRITE_CHUNK: usize = 1 << 20;
 /// `bytes` to `out` in writes of at most [`WRITE_CHUNK`] bytes. One write
 /// of a small file's whole archive (several MiB) cost the kernel 3-4x the
 /// time per byte of 1 MiB writes: human-tfjs, one thread, 619-813 against
-/// 188-231 perf samples (of 7000-9000) in `write`, ~0.12 s.
+/// 188-237 perf samples (of 7000-9000) in `write`, ~0.12 s.
 fn write_chunked(out: &mut impl Write, bytes: &[u8]) -> Result<(), EncodeError> {
     for c in bytes.chunks(WRITE_CHUNK) {
         out.write_all(c).map_err(|e| io("<output>", e))?;

@@ -548,10 +548,10 @@ struct Sink {
     p: usize,
 }
 
-/// Slots up to which a thread keeps its [`Sink`]'s buffer for the next
-/// stream (8 MiB): a fresh one was zeroed and faulted in for every stream,
-/// two bytes a symbol (human-tfjs: 4% of compression's CPU time in memset
-/// and page faults).
+/// Slots (of the buffer's capacity) up to which a thread keeps its
+/// [`Sink`]'s buffer for the next stream (8 MiB): a fresh one was zeroed
+/// and faulted in for every stream, two bytes a symbol (on human-tfjs
+/// about 1-2% of compression's CPU time, in memset and page faults).
 const KEEP_SINK: usize = 1 << 22;
 
 thread_local! {
@@ -606,7 +606,7 @@ impl Sink {
 
 impl Drop for Sink {
     fn drop(&mut self) {
-        if self.buf.len() <= KEEP_SINK {
+        if self.buf.capacity() <= KEEP_SINK {
             let buf = std::mem::take(&mut self.buf);
             let _ = SINK_BUF.try_with(|b| {
                 let mut b = b.borrow_mut();
