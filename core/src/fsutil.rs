@@ -18,6 +18,40 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Temp names made by this process (`.NAME.PID.N.tmp`), unique per call.
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// Bytes handed to one `write` call at most by [`Chunked`].
+pub const WRITE_CHUNK: usize = 1 << 20;
+
+/// A writer that hands its inner writer at most [`WRITE_CHUNK`] bytes a
+/// call (`write_all` loops over them). One write(2) of several MiB from
+/// memory cost the kernel 3-4x the time per byte of 1 MiB writes:
+/// compressing human-tfjs on one thread, 619-813 against 188-237 perf
+/// samples (of 7000-9000) in `write`, ~0.12 s; a `BufWriter` passes any
+/// write at least as long as its buffer straight through.
+#[derive(Debug)]
+pub struct Chunked<W>(pub W);
+
+impl<W: io::Write> io::Write for Chunked<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(&buf[..buf.len().min(WRITE_CHUNK)])
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl<W: io::Seek> io::Seek for Chunked<W> {
+    fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
+        self.0.seek(pos)
+    }
+}
+
+/// An output file buffered in [`WRITE_CHUNK`] bytes and written in calls
+/// of at most that many.
+pub fn buffered(file: File) -> io::BufWriter<Chunked<File>> {
+    io::BufWriter::with_capacity(WRITE_CHUNK, Chunked(file))
+}
+
 /// A temp file in the destination's folder, gone on drop unless persisted.
 pub struct TempFile {
     kind: Kind,

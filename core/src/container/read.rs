@@ -423,10 +423,7 @@ pub fn decompress_file(
     }
     let a = super::open(src)?;
     let tmp = crate::fsutil::TempFile::beside(dst).map_err(|e| DecodeError::io(dst, e))?;
-    let mut w = std::io::BufWriter::with_capacity(
-        1 << 20,
-        tmp.file().map_err(|e| DecodeError::io(dst, e))?,
-    );
+    let mut w = crate::fsutil::buffered(tmp.file().map_err(|e| DecodeError::io(dst, e))?);
     let report = a.decode_to(&mut w, opts)?;
     w.flush().map_err(|e| DecodeError::io(dst, e))?;
     drop(w);

@@ -163,22 +163,8 @@ pub(crate) fn compress_source<W: Write + Seek>(
             );
         }
     }
-    write_chunked(out, &best.0)?;
+    out.write_all(&best.0).map_err(|e| io("<output>", e))?;
     Ok(best.1)
-}
-
-/// Bytes handed to one `write` call at most by [`write_chunked`].
-const WRITE_CHUNK: usize = 1 << 20;
-
-/// `bytes` to `out` in writes of at most [`WRITE_CHUNK`] bytes. One write
-/// of a small file's whole archive (several MiB) cost the kernel 3-4x the
-/// time per byte of 1 MiB writes: human-tfjs, one thread, 619-813 against
-/// 188-237 perf samples (of 7000-9000) in `write`, ~0.12 s.
-fn write_chunked(out: &mut impl Write, bytes: &[u8]) -> Result<(), EncodeError> {
-    for c in bytes.chunks(WRITE_CHUNK) {
-        out.write_all(c).map_err(|e| io("<output>", e))?;
-    }
-    Ok(())
 }
 
 /// zstd level of the bytes of a tensor file that are not tensors (its
@@ -534,7 +520,7 @@ fn encode_segments<W: Write + Seek>(
             );
             file_sha.update(&bytes);
             sha_at += raw_len;
-            write_chunked(out, &body)?;
+            out.write_all(&body).map_err(|e| io("<output>", e))?;
             regions[si].push(Region {
                 body_offset: body_pos,
                 body_len: body.len() as u64,
@@ -745,7 +731,7 @@ pub fn compress_file(
     let opts = opts.clone().strict_safetensors(strict);
     let tmp = crate::fsutil::TempFile::beside(dst).map_err(|e| EncodeError::io(dst, e))?;
     let file = tmp.file().map_err(|e| EncodeError::io(dst, e))?;
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+    let mut w = crate::fsutil::buffered(file);
     let report = compress_source(&f, src, &mut w, &opts).map_err(|e| match e {
         EncodeError::Io { path, source } if path.as_os_str() == "<output>" => {
             EncodeError::io(dst, source)
