@@ -561,19 +561,30 @@ pub(crate) fn xxh3(bytes: &[u8]) -> u64 {
 /// Words to their little-endian bytes (`width` in 8, 16, 32, 64).
 #[cfg(feature = "search")]
 pub(crate) fn words_to_bytes(words: &[u64], width: u8, out: &mut Vec<u8>) {
-    let bpw = width as usize / 8;
-    out.reserve(words.len() * bpw);
+    // Other widths take all eight bytes.
+    let bpw = match width as usize / 8 {
+        b @ (1 | 2 | 4) => b,
+        _ => 8,
+    };
+    let at = out.len();
+    out.resize(at + words.len() * bpw, 0);
+    let dst = &mut out[at..];
+    // Indexed loops over a preallocated output, one per word size: these
+    // vectorize (a word's bytes pushed one by one do not).
     match bpw {
-        1 => out.extend(words.iter().map(|&w| w as u8)),
-        2 => words
-            .iter()
-            .for_each(|&w| out.extend_from_slice(&(w as u16).to_le_bytes())),
-        4 => words
-            .iter()
-            .for_each(|&w| out.extend_from_slice(&(w as u32).to_le_bytes())),
-        _ => words
-            .iter()
-            .for_each(|&w| out.extend_from_slice(&w.to_le_bytes())),
+        1 => dst.iter_mut().zip(words).for_each(|(o, &w)| *o = w as u8),
+        2 => dst
+            .chunks_exact_mut(2)
+            .zip(words)
+            .for_each(|(o, &w)| o.copy_from_slice(&(w as u16).to_le_bytes())),
+        4 => dst
+            .chunks_exact_mut(4)
+            .zip(words)
+            .for_each(|(o, &w)| o.copy_from_slice(&(w as u32).to_le_bytes())),
+        _ => dst
+            .chunks_exact_mut(8)
+            .zip(words)
+            .for_each(|(o, &w)| o.copy_from_slice(&w.to_le_bytes())),
     }
 }
 

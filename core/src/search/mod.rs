@@ -485,7 +485,14 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
     let priced = t.total_words > t.words.len() as u64;
     let region = t.total_words.min(t.region).max(1);
     let hole = context(t, String::new(), t.width);
+    // Float words as bytes, once: every float tensor judges a Merge of byte
+    // fields (the field split, byte planes), cut from them.
+    let mut le = Vec::new();
+    if is_float(t.dtype) && matches!(t.width, 16 | 32) {
+        crate::container::words_to_bytes(t.words, t.width, &mut le);
+    }
     let cfg = Instantiate {
+        le_bytes: (!le.is_empty()).then_some(&le[..]),
         priced,
         overhead: if priced {
             (t.words.len() as f64 / region as f64).min(1.0)
