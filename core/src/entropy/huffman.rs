@@ -9,7 +9,7 @@ const MAX_LEN: u32 = 12;
 
 /// Code lengths for the counts (0 for absent symbols).
 fn code_lengths(counts: &[u32; 256]) -> [u8; 256] {
-    let mut c: Vec<u64> = counts.iter().map(|&x| x as u64).collect();
+    let mut c: [u64; 256] = std::array::from_fn(|s| counts[s] as u64);
     loop {
         let lens = huffman_lengths(&c);
         if lens.iter().all(|&l| l as u32 <= MAX_LEN) {
@@ -23,13 +23,23 @@ fn code_lengths(counts: &[u32; 256]) -> [u8; 256] {
     }
 }
 
-fn huffman_lengths(c: &[u64]) -> [u8; 256] {
+/// Unlimited Huffman code lengths. Everything is on the stack: the search
+/// sizes every literal it weighs in Huffman, thousands of small streams a
+/// model, where six small allocations a call cost more than the merging.
+fn huffman_lengths(c: &[u64; 256]) -> [u8; 256] {
     let mut lens = [0u8; 256];
-    let present: Vec<usize> = (0..256).filter(|&s| c[s] > 0).collect();
-    match present.len() {
+    let mut present = [0u8; 256];
+    let mut n = 0;
+    for (s, &x) in c.iter().enumerate() {
+        if x > 0 {
+            present[n] = s as u8;
+            n += 1;
+        }
+    }
+    match n {
         0 => return lens,
         1 => {
-            lens[present[0]] = 1;
+            lens[present[0] as usize] = 1;
             return lens;
         }
         _ => {}
@@ -41,19 +51,20 @@ fn huffman_lengths(c: &[u64]) -> [u8; 256] {
     // integer, weight above id (ids < 512), so sorting and comparing are
     // of plain integers.
     const ID: u32 = 9;
-    let n = present.len();
-    let mut leaves: Vec<u64> = present
-        .iter()
-        .enumerate()
-        .map(|(i, &s)| (c[s] << ID) | i as u64)
-        .collect();
+    let low = (1u64 << ID) - 1;
+    let mut leaves = [0u64; 256];
+    for (i, l) in leaves[..n].iter_mut().enumerate() {
+        *l = (c[present[i] as usize] << ID) | i as u64;
+    }
+    let leaves = &mut leaves[..n];
     leaves.sort_unstable();
-    let mut merged: Vec<u64> = Vec::with_capacity(n - 1);
-    let mut parent = vec![usize::MAX; 2 * n - 1];
+    let mut merged = [0u64; 255];
+    let mut parent = [0u16; 511];
     let (mut li, mut mi) = (0, 0);
     for id in n..2 * n - 1 {
+        let m = id - n;
         let mut take = || {
-            if mi >= merged.len() || (li < n && leaves[li] < merged[mi]) {
+            if mi >= m || (li < n && leaves[li] < merged[mi]) {
                 li += 1;
                 leaves[li - 1]
             } else {
@@ -63,18 +74,17 @@ fn huffman_lengths(c: &[u64]) -> [u8; 256] {
         };
         let a = take();
         let b = take();
-        let low = (1u64 << ID) - 1;
-        parent[(a & low) as usize] = id;
-        parent[(b & low) as usize] = id;
-        merged.push((((a >> ID) + (b >> ID)) << ID) | id as u64);
+        parent[(a & low) as usize] = id as u16;
+        parent[(b & low) as usize] = id as u16;
+        merged[m] = (((a >> ID) + (b >> ID)) << ID) | id as u64;
     }
     // A parent's id is above its children's: depths from the root down.
-    let mut depth = vec![0u32; 2 * n - 1];
+    let mut depth = [0u16; 511];
     for x in (0..2 * n - 2).rev() {
-        depth[x] = depth[parent[x]] + 1;
+        depth[x] = depth[parent[x] as usize] + 1;
     }
-    for (i, &s) in present.iter().enumerate() {
-        lens[s] = depth[i].min(255) as u8;
+    for (i, &s) in present[..n].iter().enumerate() {
+        lens[s as usize] = depth[i].min(255) as u8;
     }
     lens
 }
@@ -130,9 +140,20 @@ pub(crate) fn encode<W: Word>(syms: &[W]) -> Vec<u8> {
     for &s in syms {
         counts[s.to_u64() as usize] += 1;
     }
-    let lens = code_lengths(&counts);
+    encode_counted(syms, &counts)
+}
+
+/// [`encode`] of symbols whose histogram is `counts` (as the literal
+/// chooser has them, counted once for every codec it weighs).
+pub(crate) fn encode_counted<W: Word>(syms: &[W], counts: &[u32; 256]) -> Vec<u8> {
+    debug_assert_eq!(
+        counts.iter().map(|&c| c as usize).sum::<usize>(),
+        syms.len(),
+        "counts of other symbols"
+    );
+    let lens = code_lengths(counts);
     let codes = canonical_codes(&lens);
-    let len = data_bytes(&counts, &lens);
+    let len = data_bytes(counts, &lens);
     let mut out = Vec::with_capacity(len + 300);
     let present: Vec<usize> = (0..256).filter(|&s| lens[s] > 0).collect();
     put_varint(&mut out, present.len() as u64);

@@ -472,11 +472,13 @@ pub fn encode_best<W: Word>(
             consider(c, p, best);
         }
     };
+    // The order-0 counts, for Huffman's encoder if it wins.
+    let mut order0 = None;
     if max < 256 && n >= 16 {
         // Huffman's size is exact from its code lengths; rANS is encoded
         // only when its estimate is competitive. Only winners are encoded.
         let syms = to_bytes(words);
-        let counts0 = rans::count(&syms, &Context::None);
+        let counts0 = order0.insert(rans::count(&syms, &Context::None));
         let huff = cost(
             Codec::Huffman,
             huffman::exact_size(counts0.order0()),
@@ -492,7 +494,7 @@ pub fn encode_best<W: Word>(
             Codec::Rans0,
             &syms,
             Context::None,
-            &counts0,
+            counts0,
             0,
             1.02,
             &mut best,
@@ -539,9 +541,10 @@ pub fn encode_best<W: Word>(
         }
     }
     let (codec, _, payload) = best;
-    let payload = payload.unwrap_or_else(|| match codec {
-        Codec::BitPack => bitpack(words, k),
-        Codec::Huffman => huffman::encode(words),
+    let payload = payload.unwrap_or_else(|| match (codec, &order0) {
+        (Codec::BitPack, _) => bitpack(words, k),
+        (Codec::Huffman, Some(c)) => huffman::encode_counted(words, c.order0()),
+        (Codec::Huffman, None) => huffman::encode(words),
         _ => raw_bytes(words, width),
     });
     (codec, payload)
@@ -909,7 +912,10 @@ impl<'a, W: Word> Priced<'a, W> {
                         }
                         _ => bitpack(self.words, self.k),
                     },
-                    _ => huffman::encode(self.words),
+                    _ => match &self.counts0 {
+                        Some(c) => huffman::encode_counted(self.words, c.order0()),
+                        None => huffman::encode(self.words),
+                    },
                 },
                 Price::Counted(counts) => {
                     let (ctx, m) = match c {
