@@ -649,13 +649,12 @@ const GENERIC_REGION_BYTES: u64 = 8 << 20;
 /// rANS states ([`crate::entropy::WIDE_SYMBOLS`] words, rounded up to whole
 /// rows): a region has its own coder tables, and an embedding table's
 /// statistics drift from token to token. On minilm (f32; its word
-/// embeddings are half of it) that is 342 rows of 384 words instead of
-/// 2^18 words: 55 KB (0.07%) smaller and as fast. Regions of 2^16 words
-/// save 94 KB, but code those streams with 4 states, 7% slower to
-/// compress (so do 2^17 words cut to whole rows, 75 KB). The other f32
-/// tensors gain nothing from smaller regions (human-tfjs's lose 4 KB);
-/// whisper's f16 token embedding takes 20 KB more in regions of 2^17
-/// words, so 16-bit words keep theirs.
+/// embeddings are half of it) that is 171 rows of 384 words instead of
+/// 2^18 words (with 32 states from 2^17 words, 342 rows were 55 KB, 0.07%,
+/// smaller than 2^18 words and as fast; 171 rows are 23 KB smaller again).
+/// The other f32 tensors gain nothing from smaller regions (human-tfjs's
+/// lose 4 KB); whisper's f16 token embedding takes 20 KB more in regions
+/// of 2^17 words, so 16-bit words keep theirs.
 pub(crate) fn segment_region_words(d: &SegmentDesc, region_words: u64, generic: bool) -> u64 {
     let word_bytes = d.dtype.word_bytes() as u64;
     let row = search::row_words(&d.shape);
@@ -793,7 +792,7 @@ mod tests {
         let words = crate::container::DEFAULT_REGION_WORDS;
         let region =
             |name, dtype, shape| segment_region_words(&desc(name, dtype, shape), words, false);
-        // minilm's word embeddings (30522 x 384 f32): 342 rows of 384, the
+        // minilm's word embeddings (30522 x 384 f32): 171 rows of 384, the
         // fewest of at least WIDE_SYMBOLS words (32 rANS states).
         let wide = crate::entropy::WIDE_SYMBOLS as u64;
         let embed = region(
@@ -801,7 +800,7 @@ mod tests {
             Dtype::F32,
             vec![30522, 384],
         );
-        assert_eq!(embed, 342 * 384);
+        assert_eq!(embed, 171 * 384);
         assert!(embed >= wide && embed - 384 < wide && embed < words);
         assert_eq!(
             region("model.embed_tokens.weight", Dtype::F64, vec![1 << 14, 64]),
