@@ -7,6 +7,7 @@
 
 mod huffman;
 mod rans;
+pub(crate) use rans::Counts;
 mod rans_simd;
 mod rans_v1;
 mod table;
@@ -359,6 +360,67 @@ impl Contexts {
     }
 }
 
+/// For each field of a `Merge`, its symbols counted under earlier fields of
+/// the same byte, `(sibling, counts)`, where a byte is cut into two or more
+/// fields (an f16's sign, exponent and top mantissa bits) and `wanted(i,
+/// j)` asks for field `i` under field `j`: all from one histogram of the
+/// byte (see [`Counts::of_fields`]).
+pub(crate) fn byte_field_counts(
+    fields: &[u8],
+    parts: &[Vec<u8>],
+    wanted: impl Fn(usize, usize) -> bool,
+) -> Vec<Vec<(u8, Counts)>> {
+    let mut known: Vec<Vec<(u8, Counts)>> = fields.iter().map(|_| Vec::new()).collect();
+    // Fields i..j, from bit `at` (from the top), in one byte.
+    let (mut i, mut at) = (0, 0u32);
+    while i < fields.len() {
+        let mut j = i + 1;
+        let mut bits = fields[i] as u32;
+        while j < fields.len() && bits + fields[j] as u32 <= 8 {
+            bits += fields[j] as u32;
+            j += 1;
+        }
+        let n = parts[i].len();
+        let pairs: Vec<(usize, usize)> = (i..j)
+            .flat_map(|a| (i..a).map(move |b| (a, b)))
+            .filter(|&(a, b)| wanted(a, b))
+            .collect();
+        if at.is_multiple_of(8)
+            && bits == 8
+            && !pairs.is_empty()
+            && parts[i..j].iter().all(|p| p.len() == n)
+        {
+            // Field k's shift inside the byte.
+            let mut shift = [0u32; 8];
+            let mut left = 8;
+            for k in i..j {
+                left -= fields[k] as u32;
+                shift[k - i] = left;
+            }
+            let mut byte = vec![0u8; n];
+            for k in i..j {
+                // (A shift read once: this vectorizes.)
+                let sh = shift[k - i];
+                for (b, &f) in byte.iter_mut().zip(&parts[k]) {
+                    *b |= f << sh;
+                }
+            }
+            let hist = rans::count(&byte, &Context::None);
+            let field = |k: usize| {
+                let (sh, m) = (shift[k - i], crate::dsl::mask(fields[k]) as u8);
+                move |b: u8| (b >> sh) & m
+            };
+            for (a, b) in pairs {
+                let counts = Counts::of_fields(hist.order0(), field(b), field(a));
+                known[a].push((b as u8, counts));
+            }
+        }
+        at += bits;
+        i = j;
+    }
+    known
+}
+
 /// A sibling stream a conditional coder may use.
 pub struct Sibling<'a, W = u64> {
     /// Index among the enclosing Merge's children.
@@ -367,6 +429,10 @@ pub struct Sibling<'a, W = u64> {
     pub words: &'a [W],
     /// Its width.
     pub width: u8,
+    /// The literal's symbols counted under this sibling, when the caller
+    /// has them (bit fields of one byte, [`rans::Counts::of_fields`]): as
+    /// `rans::count` would count them, which they replace.
+    pub(crate) counts: Option<&'a rans::Counts>,
 }
 
 /// What one entropy-coded symbol costs, in bytes, when codecs are compared:
@@ -497,7 +563,10 @@ pub fn encode_best<W: Word>(
         // Huffman's size is exact from its code lengths; rANS is encoded
         // only when its estimate is competitive. Only winners are encoded.
         let syms = to_bytes(words);
-        let counts0 = order0.insert(rans::count(&syms, &Context::None));
+        let counts0 = order0.insert(match siblings.iter().find_map(|s| s.counts) {
+            Some(known) => known.pooled(),
+            None => rans::count(&syms, &Context::None),
+        });
         let huff = cost(
             Codec::Huffman,
             huffman::exact_size(counts0.order0()),
@@ -545,9 +614,16 @@ pub fn encode_best<W: Word>(
                 }
                 let sib = to_bytes(s.words);
                 let ctx = Context::Sibling(&sib);
-                let counts = rans::count(&syms, &ctx);
+                let counted;
+                let counts = match s.counts {
+                    Some(known) => known,
+                    None => {
+                        counted = rans::count(&syms, &ctx);
+                        &counted
+                    }
+                };
                 let c = Codec::RansCond { sibling: s.index };
-                try_rans(c, &syms, ctx, &counts, min_ctx, 0.995, &mut best);
+                try_rans(c, &syms, ctx, counts, min_ctx, 0.995, &mut best);
             }
         }
     }
@@ -843,7 +919,11 @@ impl<'a, W: Word> Priced<'a, W> {
             }
             Codec::RansCond { sibling } | Codec::RansCondx32 { sibling } => {
                 self.make_sibling(sibling);
-                let counts = rans_count(c, self.syms(), &Context::Sibling(self.sibling(sibling)));
+                let known = self.siblings.iter().find(|s| s.index == sibling);
+                let counts = match known.and_then(|s| s.counts) {
+                    Some(known) => known.clone(),
+                    None => rans_count(c, self.syms(), &Context::Sibling(self.sibling(sibling))),
+                };
                 self.counts0.get_or_insert_with(|| counts.pooled());
                 (
                     self.estimate(c, Some(&counts), self.min_ctx),
@@ -898,10 +978,13 @@ impl<'a, W: Word> Priced<'a, W> {
         !self.as_best || self.overhead < 1.0
     }
 
-    /// The order-0 counts, counted once.
+    /// The order-0 counts, counted once (or summed from a sibling's).
     fn order0(&mut self) -> &rans::Counts {
         if self.counts0.is_none() {
-            self.counts0 = Some(rans::count(self.syms(), &Context::None));
+            self.counts0 = Some(match self.siblings.iter().find_map(|s| s.counts) {
+                Some(known) => known.pooled(),
+                None => rans::count(self.syms(), &Context::None),
+            });
         }
         self.counts0.as_ref().expect("just counted")
     }
@@ -1708,6 +1791,7 @@ mod tests {
                         index: 0,
                         words,
                         width: 4,
+                        counts: None,
                     })
                     .into_iter()
                     .collect();
@@ -1758,6 +1842,7 @@ mod tests {
             index: 0,
             words: &sib[..],
             width: 4,
+            counts: None,
         }];
         for (words, width) in &cases {
             let opts = LitOptions::default();
@@ -1791,6 +1876,7 @@ mod tests {
             index: 0,
             words: &high[..],
             width: 4,
+            counts: None,
         }];
         let whole = LitOptions::default();
         let sample = LitOptions {
@@ -1844,6 +1930,7 @@ mod tests {
                 index: 0,
                 words: &sib[..],
                 width: 4,
+                counts: None,
             }];
             let opts = LitOptions::default();
             let (pc, price) = price_best(&words, 8, &sibs, &opts);
@@ -1941,6 +2028,39 @@ mod tests {
                 "{c:?}"
             );
         }
+    }
+
+    #[test]
+    fn fields_of_one_byte_are_counted_from_its_histogram() {
+        let words = skewed(9, 20_000, 60000);
+        // Pairs of fields in one byte: 1+5+2 (3), 4+4 and 3+5 (1 each),
+        // 2+3+3 (3); none in 3+6+7 (no byte holds two whole fields).
+        for (fields, pairs) in [
+            (vec![1u8, 5, 2, 8], 3),
+            (vec![4, 4, 3, 5], 2),
+            (vec![2, 3, 3, 8], 3),
+            (vec![3, 6, 7], 0),
+        ] {
+            let split = crate::dsl::Split::Fields(fields.clone());
+            let parts = split.split_bytes(&words).unwrap();
+            let known = byte_field_counts(&fields, &parts, |_, _| true);
+            assert_eq!(
+                known.iter().map(Vec::len).sum::<usize>(),
+                pairs,
+                "{fields:?}"
+            );
+            for (i, k) in known.iter().enumerate() {
+                for (j, c) in k {
+                    let want = rans::count(&parts[i], &Context::Sibling(&parts[*j as usize]));
+                    assert_eq!(c, &want, "{fields:?}: {i} under {j}");
+                }
+            }
+        }
+        // Only the pairs asked for.
+        let split = crate::dsl::Split::Fields(vec![1, 5, 2, 8]);
+        let parts = split.split_bytes(&words).unwrap();
+        let known = byte_field_counts(&[1, 5, 2, 8], &parts, |i, j| (i, j) == (2, 1));
+        assert_eq!(known.iter().map(Vec::len).collect::<Vec<_>>(), [0, 0, 1, 0]);
     }
 
     #[test]

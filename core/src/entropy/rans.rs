@@ -178,6 +178,7 @@ fn pack_table(t: &FreqTable) -> Vec<u32> {
 /// models, one per context value that occurs (most streams use a few dozen
 /// of the 256, and a dense 256 x 256 table costs more to clear than to fill
 /// on a short stream).
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Counts {
     /// Histograms, by increasing context value.
     rows: Vec<[u32; 256]>,
@@ -190,6 +191,43 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
+    /// What [`count`] gives for a stream of `sym_of(b)` under the sibling
+    /// stream `ctx_of(b)`, both bit fields of the same bytes `b`, from the
+    /// bytes' order-0 histogram `hist`: an f16's sign, exponent and top
+    /// mantissa bits share its high byte, which four histograms count in a
+    /// quarter of the time one field takes under another (each context's
+    /// runs of one symbol are a chain of increments of one counter).
+    pub(crate) fn of_fields(
+        hist: &[u32; 256],
+        ctx_of: impl Fn(u8) -> u8,
+        sym_of: impl Fn(u8) -> u8,
+    ) -> Counts {
+        let mut row = [u16::MAX; 256];
+        for b in (0..=255u8).filter(|&b| hist[b as usize] > 0) {
+            row[ctx_of(b) as usize] = 0;
+        }
+        let mut ctxs = Vec::new();
+        for (c, r) in row.iter_mut().enumerate() {
+            if *r == 0 {
+                *r = ctxs.len() as u16;
+                ctxs.push(c as u8);
+            }
+        }
+        let mut rows = vec![[0u32; 256]; ctxs.len()];
+        let mut totals = vec![0usize; ctxs.len()];
+        for b in (0..=255u8).filter(|&b| hist[b as usize] > 0) {
+            let r = row[ctx_of(b) as usize] as usize;
+            rows[r][sym_of(b) as usize] += hist[b as usize];
+            totals[r] += hist[b as usize] as usize;
+        }
+        Counts {
+            rows,
+            ctxs,
+            totals,
+            contextual: true,
+        }
+    }
+
     /// Counts from dense per-context histograms (one: order 0).
     #[cfg(test)]
     pub fn new(dense: Vec<[u32; 256]>) -> Counts {

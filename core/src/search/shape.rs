@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::dsl::{MapOp, Node, ScanOp, Split, mask};
-use crate::entropy::{self, Codec, Contexts, LitOptions, Sibling, Word};
+use crate::entropy::{self, Codec, Contexts, Counts, LitOptions, Sibling, Word};
 
 /// A program with holes instead of payloads.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -189,7 +189,7 @@ pub fn instantiate_le_bytes(shape: &Shape, bytes: &[u8], width: u8) -> Option<No
                     Shape::Lit(c) => *c,
                     _ => None,
                 };
-                byte_leaf(codec, p, 8, &[], &[], &cfg, Contexts::ALL)
+                byte_leaf(codec, p, 8, &[], &[], &[], &cfg, Contexts::ALL)
             })
             .collect();
         return Some(Node::Interleave {
@@ -216,28 +216,38 @@ fn byte_literals(kids: &[Shape]) -> bool {
 /// A `Merge` of byte-field literals over its fields `parts`.
 fn merge_of_bytes(split: &Split, kids: &[Shape], parts: &[Vec<u8>], cfg: &Instantiate<'_>) -> Node {
     let fields = split.fields();
-    let children = kids
+    let codecs: Vec<Option<Codec>> = kids
+        .iter()
+        .map(|k| match k {
+            Shape::Lit(c) => *c,
+            _ => None,
+        })
+        .collect();
+    let contexts: Vec<Contexts> = codecs
         .iter()
         .enumerate()
-        .map(|(i, k)| {
-            let codec = match k {
-                Shape::Lit(c) => *c,
-                _ => None,
-            };
-            let contexts = match codec {
-                None if cfg.leaves.is_some() => {
-                    cfg.contexts(&super::merge_label(split, i), fields[i])
-                }
-                _ => Contexts::ALL,
-            };
+        .map(|(i, codec)| match codec {
+            None if cfg.leaves.is_some() => cfg.contexts(&super::merge_label(split, i), fields[i]),
+            _ => Contexts::ALL,
+        })
+        .collect();
+    // Field i is counted under an earlier field j by its frozen conditional
+    // coder, or by the literal chooser where the prior lets it weigh one.
+    let known = entropy::byte_field_counts(&fields, parts, |i, j| match codecs[i] {
+        Some(c) => c.sibling() == Some(j as u8),
+        None => contexts[i].sibling(j as u8),
+    });
+    let children = (0..kids.len())
+        .map(|i| {
             byte_leaf(
-                codec,
+                codecs[i],
                 &parts[i],
                 fields[i],
                 &parts[..i],
                 &fields[..i],
+                &known[i],
                 cfg,
-                contexts,
+                contexts[i],
             )
         })
         .collect();
@@ -315,6 +325,7 @@ fn inst(
             words,
             width,
             |i| sibs.iter().find(|s| s.index == i).map(|s| s.words),
+            None,
             || lit_auto(words, width, sibs, None, cfg, all),
         ),
         Shape::Merge(split, kids) => {
@@ -338,6 +349,7 @@ fn inst(
                         index: j as u8,
                         words: &parts[j],
                         width: fields[j],
+                        counts: None,
                     })
                     .collect();
                 let parent = super::child_label(shape, i);
@@ -462,12 +474,14 @@ fn lit_auto<W: Word>(
 /// [`inst`] does for every leaf), else [`lit_fixed`] with the frozen codec
 /// or the literal chooser without one; `earlier` are the fields before it
 /// in its `Merge` (the conditional coder's siblings).
+#[allow(clippy::too_many_arguments)]
 fn byte_leaf(
     codec: Option<Codec>,
     words: &[u8],
     width: u8,
     earlier: &[Vec<u8>],
     widths: &[u8],
+    known: &[(u8, Counts)],
     cfg: &Instantiate<'_>,
     contexts: Contexts,
 ) -> Node {
@@ -487,11 +501,13 @@ fn byte_leaf(
                 width,
                 &[],
                 &[],
+                &[],
                 cfg,
                 contexts,
             )),
         };
     }
+    let counted = |j: u8| known.iter().find(|k| k.0 == j).map(|k| &k.1);
     let auto = || {
         let sibs: Vec<Sibling<'_, u8>> = earlier
             .iter()
@@ -500,6 +516,7 @@ fn byte_leaf(
                 index: j as u8,
                 words: w,
                 width: widths[j],
+                counts: counted(j as u8),
             })
             .collect();
         lit_auto(words, width, &sibs, None, cfg, contexts)
@@ -510,6 +527,7 @@ fn byte_leaf(
             words,
             width,
             |i| earlier.get(i as usize).map(|s| &s[..]),
+            codec.sibling().and_then(counted),
             auto,
         ),
         None => auto(),
@@ -526,6 +544,7 @@ fn lit_fixed<'a, W: Word>(
     words: &[W],
     width: u8,
     sibling: impl Fn(u8) -> Option<&'a [W]>,
+    counted: Option<&'a Counts>,
     auto: impl FnOnce() -> Node,
 ) -> Node {
     // Bit length and `<= 255` tests only: the OR serves as the maximum.
@@ -570,6 +589,7 @@ fn lit_fixed<'a, W: Word>(
             index,
             words,
             width: 8,
+            counts: counted,
         })
         .into_iter()
         .collect();
@@ -683,6 +703,7 @@ mod tests {
                         index: j as u8,
                         words: &parts[j],
                         width: fields[j],
+                        counts: None,
                     })
                     .collect();
                 inst(
