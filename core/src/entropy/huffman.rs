@@ -62,6 +62,29 @@ fn huffman_lengths(c: &[u64; 256]) -> [u8; 256] {
         }
         _ => {}
     }
+    // 2^k symbols whose two rarest outweigh the commonest (a mantissa's
+    // low byte, near uniform): every merge pairs the two lightest nodes of
+    // one level before any of the next (each merged node outweighs every
+    // node of the level below), so every code has k bits: what the merging
+    // below gives, without sorting.
+    if n.is_power_of_two() {
+        let (mut min1, mut min2, mut max) = (u64::MAX, u64::MAX, 0);
+        for &s in &present[..n] {
+            let x = c[s as usize];
+            if x < min1 {
+                (min1, min2) = (x, min1);
+            } else if x < min2 {
+                min2 = x;
+            }
+            max = max.max(x);
+        }
+        if min1 + min2 >= max {
+            for &s in &present[..n] {
+                lens[s as usize] = n.trailing_zeros() as u8;
+            }
+            return lens;
+        }
+    }
     // Nodes are merged lightest first, ties to the lower id (leaves are
     // ids 0..n in symbol order, merged nodes n.. as they are made). Merged
     // nodes come in order of weight, so two sorted queues (leaves, merged)
@@ -330,6 +353,73 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn balanced_alphabets_get_the_lengths_the_merging_gives() {
+        // 2^k symbols, the two rarest at, just above or just below the
+        // commonest: the shortcut must agree with the merging (it is taken
+        // only when the two rarest outweigh the commonest).
+        let mut st = 3u64;
+        for k in 1..=8u32 {
+            for spread in [0u64, 1, 5, 40, 200] {
+                let mut c = [0u64; 256];
+                for s in 0..1usize << k {
+                    st ^= st << 13;
+                    st ^= st >> 7;
+                    st ^= st << 17;
+                    c[(s * 37 + 11) % 256] = 100 + st % (spread + 1);
+                }
+                let got = huffman_lengths(&c);
+                let (mut a, mut b, mut m) = (u64::MAX, u64::MAX, 0);
+                for &x in c.iter().filter(|&&x| x > 0) {
+                    if x < a {
+                        (a, b) = (x, a);
+                    } else if x < b {
+                        b = x;
+                    }
+                    m = m.max(x);
+                }
+                if a + b >= m {
+                    // Every code k bits.
+                    for (&x, &l) in c.iter().zip(&got) {
+                        assert_eq!(l as u32, if x > 0 { k } else { 0 }, "k {k} spread {spread}");
+                    }
+                }
+                assert_eq!(got, merged_lengths(&c), "k {k} spread {spread}");
+            }
+        }
+    }
+
+    /// [`huffman_lengths`] by merging alone (the shortcut's reference).
+    fn merged_lengths(c: &[u64; 256]) -> [u8; 256] {
+        // Weights and ids as the merging orders them.
+        let present: Vec<usize> = (0..256).filter(|&s| c[s] > 0).collect();
+        let n = present.len();
+        let mut lens = [0u8; 256];
+        if n < 2 {
+            if n == 1 {
+                lens[present[0]] = 1;
+            }
+            return lens;
+        }
+        let mut nodes: Vec<(u64, usize, Vec<usize>)> = present
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| (c[s], i, vec![s]))
+            .collect();
+        let mut next = n;
+        while nodes.len() > 1 {
+            nodes.sort_by_key(|x| (x.0, x.1));
+            let a = nodes.remove(0);
+            let b = nodes.remove(0);
+            for &s in a.2.iter().chain(&b.2) {
+                lens[s] += 1;
+            }
+            nodes.push((a.0 + b.0, next, [a.2, b.2].concat()));
+            next += 1;
+        }
+        lens
     }
 
     #[test]
