@@ -473,7 +473,9 @@ fn lit_auto<W: Word>(
 /// A literal of a byte field: `Const` or `Repeat` when the bytes are so (as
 /// [`inst`] does for every leaf), else [`lit_fixed`] with the frozen codec
 /// or the literal chooser without one; `earlier` are the fields before it
-/// in its `Merge` (the conditional coder's siblings).
+/// in its `Merge` (the conditional coder's siblings), and `known` its
+/// symbols counted under some of them, `(sibling, counts)` (see
+/// [`entropy::byte_field_counts`]).
 #[allow(clippy::too_many_arguments)]
 fn byte_leaf(
     codec: Option<Codec>,
