@@ -195,8 +195,8 @@ impl Counts {
     /// stream `ctx_of(b)`, both bit fields of the same bytes `b`, from the
     /// bytes' order-0 histogram `hist`: an f16's sign, exponent and top
     /// mantissa bits share its high byte, which four histograms count in a
-    /// quarter of the time one field takes under another (each context's
-    /// runs of one symbol are a chain of increments of one counter).
+    /// quarter of the time one field takes under another (0.35 against
+    /// 1.2-1.4 ns a symbol on real f16 fields).
     pub(crate) fn of_fields(
         hist: &[u32; 256],
         ctx_of: impl Fn(u8) -> u8,
