@@ -423,10 +423,17 @@ pub fn productions_of(t: &Target<'_>, s: &Shape) -> Vec<(HoleContext, &'static s
 /// silero's 0.53x, a human-tfjs tensor's 0.89x). On the six models -19 ran
 /// on 150 samples; the -9 test skips 89 of them (all 38 of gemma's, at ~3
 /// ms each, and 51 of human-tfjs's), losing one win of 353 bytes.
-fn generic_may_win(t: &Target<'_>, incumbent: usize) -> bool {
-    let mut raw = Vec::with_capacity(t.words.len() * t.width as usize / 8);
-    crate::container::words_to_bytes(t.words, t.width, &mut raw);
-    let z = |level| crate::entropy::zstd_compress(&raw, level).map_or(0, |z| z.len());
+/// `le` are the target's little-endian bytes if [`synthesize`] made them
+/// (else empty).
+fn generic_may_win(t: &Target<'_>, le: &[u8], incumbent: usize) -> bool {
+    let mut made = Vec::new();
+    let raw = if le.is_empty() {
+        crate::container::words_to_bytes(t.words, t.width, &mut made);
+        &made[..]
+    } else {
+        le
+    };
+    let z = |level| crate::entropy::zstd_compress(raw, level).map_or(0, |z| z.len());
     let z3 = z(3);
     z3 * 95 < incumbent * 100 && (z3 < incumbent || z(9) < incumbent)
 }
@@ -462,12 +469,18 @@ const GENERIC_PENALTY_DIV: usize = 24;
 /// Whether zstd on the target's byte planes could beat `incumbent` bytes:
 /// zstd -1 of the planes must beat it before [`shape::PLANES_ZSTD_LEVEL`]
 /// is paid for (on planes that pay, level 9 saves another 2-3%). Words of
-/// 16 bits or more.
-fn planes_may_win(t: &Target<'_>, incumbent: usize) -> bool {
+/// 16 bits or more; `le` as for [`generic_may_win`].
+fn planes_may_win(t: &Target<'_>, le: &[u8], incumbent: usize) -> bool {
     if t.width < 16 || !t.width.is_multiple_of(8) {
         return false;
     }
-    let Some(planes) = Split::BytePlanes(t.width).split_bytes(t.words) else {
+    let split = Split::BytePlanes(t.width);
+    let planes = if le.is_empty() {
+        split.split_bytes(t.words)
+    } else {
+        split.split_le_bytes(le)
+    };
+    let Some(planes) = planes else {
         return false;
     };
     let quick: usize = planes
@@ -593,7 +606,7 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
         // the rate SYMBOL_COST prices decoding (0.01 bit per ~1.5 ns).
         let penalty = generic_penalty(t);
         let mut best_penalty = 0;
-        if generic_likely && generic_may_win(t, best.0.saturating_sub(penalty)) {
+        if generic_likely && generic_may_win(t, &le, best.0.saturating_sub(penalty)) {
             let node = instantiate(&Shape::Generic, t.words, t.width, &cfg);
             let size = wire::serialized_size(&node);
             if size + penalty < best.0 {
@@ -604,7 +617,7 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
         }
         let penalty = planes_penalty(t);
         let bar = (best.0 + best_penalty).saturating_sub(penalty);
-        if planes_may_win(t, bar) {
+        if planes_may_win(t, &le, bar) {
             let node = instantiate(&Shape::GenericPlanes, t.words, t.width, &cfg);
             let size = wire::serialized_size(&node);
             if size < bar {
