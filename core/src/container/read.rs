@@ -273,13 +273,14 @@ impl<R: ReadAt> Archive<R> {
             .enumerate()
             .flat_map(|(s, seg)| (0..seg.regions.len()).map(move |r| (s, r)))
             .collect();
+        // One thread decodes on this one: handing each batch to a pool of
+        // one and sleeping until it is done cost a thread wake-up a batch.
         let decode = |batch: &[(usize, usize)]| -> Vec<Result<Vec<u8>, DecodeError>> {
-            pool.install(|| {
-                batch
-                    .par_iter()
-                    .map(|&(s, r)| self.decode_region(s, r, true))
-                    .collect()
-            })
+            let region = |&(s, r): &(usize, usize)| self.decode_region(s, r, true);
+            if threads < 2 {
+                return batch.iter().map(region).collect();
+            }
+            pool.install(|| batch.par_iter().map(region).collect())
         };
         let mut sha = Sha256::new();
         let mut written = 0u64;

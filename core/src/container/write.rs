@@ -98,7 +98,19 @@ enum Plan {
 pub const WHOLE_FILE_MAX: u64 = 8 << 20;
 
 /// Compress a source into `out` (which must start empty at position 0).
-pub(crate) fn compress_source<W: Write + Seek>(
+/// It all runs on the pool: its parallel loops then start on one of its
+/// own threads (at one thread, they run right there), not on this thread
+/// handing each batch over and sleeping until it is done.
+pub(crate) fn compress_source<W: Write + Seek + Send>(
+    src: &dyn ReadAt,
+    name: &Path,
+    out: &mut W,
+    opts: &CompressOptions,
+) -> Result<CompressReport, EncodeError> {
+    pool(opts.threads).install(|| compress_on_pool(src, name, out, opts))
+}
+
+fn compress_on_pool<W: Write + Seek>(
     src: &dyn ReadAt,
     name: &Path,
     out: &mut W,
@@ -759,7 +771,60 @@ pub fn compress_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::container::Workers;
     use crate::dtype::Dtype;
+
+    #[test]
+    fn compressing_runs_on_one_shared_pool() {
+        // A number of threads has one pool for the process.
+        let (Workers::Own(a), Workers::Own(b), Workers::Own(c)) = (pool(3), pool(3), pool(2))
+        else {
+            panic!("no pool was built");
+        };
+        assert!(std::sync::Arc::ptr_eq(&a, &b) && !std::sync::Arc::ptr_eq(&a, &c));
+        assert_eq!((a.current_num_threads(), c.current_num_threads()), (3, 2));
+        // Every read of the source, the header's too, is on a thread of
+        // the pool: the caller hands the whole file over once.
+        struct Watched(Vec<u8>, std::sync::atomic::AtomicUsize);
+        impl ReadAt for Watched {
+            fn len(&self) -> std::io::Result<u64> {
+                Ok(self.0.len() as u64)
+            }
+            fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+                if rayon::current_thread_index().is_none() {
+                    self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                self.0[..].read_exact_at(offset, buf)
+            }
+        }
+        // One f16 tensor of a few thousand regions, in a small file (the
+        // whole-file screen reads it too).
+        let n = 1usize << 16;
+        let tensor: Vec<u8> = (0..n as u64)
+            .flat_map(|i| ((((i * 2_654_435_761) >> 7) & 0x3ff) as u16 | 14 << 10).to_le_bytes())
+            .collect();
+        let header = format!(
+            r#"{{"w":{{"dtype":"F16","shape":[{n}],"data_offsets":[0,{}]}}}}"#,
+            2 * n
+        );
+        let mut file = (header.len() as u64).to_le_bytes().to_vec();
+        file.extend_from_slice(header.as_bytes());
+        file.extend_from_slice(&tensor);
+        for threads in [1, 2] {
+            let src = Watched(file.clone(), Default::default());
+            let opts = CompressOptions::default()
+                .threads(threads)
+                .region_words(1024)
+                .verify(false);
+            let mut out = std::io::Cursor::new(Vec::new());
+            compress_source(&src, Path::new("<memory>"), &mut out, &opts).unwrap();
+            assert_eq!(
+                src.1.into_inner(),
+                0,
+                "{threads} threads: reads off the pool"
+            );
+        }
+    }
 
     #[test]
     fn self_check_rejects_an_archive_of_other_bytes() {

@@ -7,6 +7,7 @@
 
 mod huffman;
 mod rans;
+#[cfg(feature = "search")]
 pub(crate) use rans::Counts;
 mod rans_simd;
 mod rans_v1;
@@ -364,7 +365,8 @@ impl Contexts {
 /// the same byte, `(sibling, counts)`, where a byte is cut into two or more
 /// fields (an f16's sign, exponent and top mantissa bits) and `wanted(i,
 /// j)` asks for field `i` under field `j`: all from one histogram of the
-/// byte (see [`Counts::of_fields`]).
+/// byte (see [`Counts::of_fields`]). For the search's `Merge` leaves.
+#[cfg(feature = "search")]
 pub(crate) fn byte_field_counts(
     fields: &[u8],
     parts: &[Vec<u8>],
