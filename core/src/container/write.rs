@@ -797,8 +797,8 @@ mod tests {
                 self.0[..].read_exact_at(offset, buf)
             }
         }
-        // One f16 tensor of a few thousand regions, in a small file (the
-        // whole-file screen reads it too).
+        // One f16 tensor of 64 regions (batches on both threads), in a
+        // small file (the whole-file screen reads it too).
         let n = 1usize << 16;
         let tensor: Vec<u8> = (0..n as u64)
             .flat_map(|i| ((((i * 2_654_435_761) >> 7) & 0x3ff) as u16 | 14 << 10).to_le_bytes())
