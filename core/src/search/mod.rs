@@ -315,18 +315,30 @@ fn children(s: &Shape) -> Vec<&Shape> {
     }
 }
 
-/// The first hole in preorder: (parent label, width, depth).
-fn first_hole(s: &Shape, parent: &str, width: u8, depth: usize) -> Option<(String, u8, usize)> {
-    if *s == Shape::Hole {
-        return Some((parent.to_owned(), width, depth));
-    }
-    let widths = child_widths(s, width);
-    for (i, c) in children(s).into_iter().enumerate() {
-        if let Some(h) = first_hole(c, &child_label(s, i), widths[i], depth + 1) {
-            return Some(h);
+/// The first hole in preorder of a shape of `width` bits: (parent label,
+/// width, depth). Only the hole's parent is labelled (labelling every node
+/// on the way, formatted, was a tenth of the search's bookkeeping).
+fn first_hole(s: &Shape, width: u8) -> Option<(String, u8, usize)> {
+    /// The hole: (its parent and index there, width, depth).
+    type Found<'s> = (Option<(&'s Shape, usize)>, u8, usize);
+    fn find<'s>(
+        s: &'s Shape,
+        up: Option<(&'s Shape, usize)>,
+        width: u8,
+        depth: usize,
+    ) -> Option<Found<'s>> {
+        if *s == Shape::Hole {
+            return Some((up, width, depth));
         }
+        let widths = child_widths(s, width);
+        children(s)
+            .into_iter()
+            .enumerate()
+            .find_map(|(i, c)| find(c, Some((s, i)), widths[i], depth + 1))
     }
-    None
+    let (up, width, depth) = find(s, None, width, 0)?;
+    let parent = up.map_or_else(|| "top".to_owned(), |(p, i)| child_label(p, i));
+    Some((parent, width, depth))
 }
 
 fn fill_first(s: &mut Shape, repl: &Shape) -> bool {
@@ -548,7 +560,7 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
         if judged > 0 && st.cost > best.2 + stop_bits && st.shape != Shape::Generic {
             continue;
         }
-        match first_hole(&st.shape, "top", t.width, 0) {
+        match first_hole(&st.shape, t.width) {
             None => {
                 if st.shape == Shape::Lit(None) {
                     // The incumbent already is this program: judged before
@@ -840,6 +852,26 @@ impl Prior {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_hole_is_found_in_preorder_with_its_parent() {
+        let split = Split::BytePlanes(16);
+        let merge = |kids| Shape::Merge(split.clone(), kids);
+        assert_eq!(first_hole(&Shape::Hole, 16), Some(("top".into(), 16, 0)));
+        let s = merge(vec![Shape::Lit(None), Shape::Hole]);
+        assert_eq!(first_hole(&s, 16), Some((merge_label(&split, 1), 8, 1)));
+        // Below a scan, the first of two holes; the scan is its
+        // grandparent.
+        let s = Shape::Scan(
+            ScanOp::Diff,
+            Box::new(merge(vec![Shape::Hole, Shape::Hole])),
+        );
+        assert_eq!(first_hole(&s, 16), Some((merge_label(&split, 0), 8, 2)));
+        let s = Shape::Scan(ScanOp::Diff, Box::new(Shape::Hole));
+        assert_eq!(first_hole(&s, 16), Some(("Scan[diff]".into(), 16, 1)));
+        let complete = merge(vec![Shape::Lit(None), Shape::Generic]);
+        assert_eq!(first_hole(&complete, 16), None);
+    }
 
     /// A 64-bit linear congruential generator from `seed` (each call
     /// gives the next state).
