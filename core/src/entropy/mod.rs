@@ -383,15 +383,16 @@ pub(crate) fn byte_field_counts(
             j += 1;
         }
         let n = parts[i].len();
-        let pairs: Vec<(usize, usize)> = (i..j)
-            .flat_map(|a| (i..a).map(move |b| (a, b)))
-            .filter(|&(a, b)| wanted(a, b))
-            .collect();
-        if at.is_multiple_of(8)
-            && bits == 8
-            && !pairs.is_empty()
-            && parts[i..j].iter().all(|p| p.len() == n)
-        {
+        let whole_byte =
+            at.is_multiple_of(8) && bits == 8 && parts[i..j].iter().all(|p| p.len() == n);
+        let pairs: Vec<(usize, usize)> = match whole_byte {
+            true => (i..j)
+                .flat_map(|a| (i..a).map(move |b| (a, b)))
+                .filter(|&(a, b)| wanted(a, b))
+                .collect(),
+            false => Vec::new(),
+        };
+        if !pairs.is_empty() {
             // Field k's shift inside the byte.
             let mut shift = [0u32; 8];
             let mut left = 8;
@@ -421,6 +422,15 @@ pub(crate) fn byte_field_counts(
         i = j;
     }
     known
+}
+
+/// The order-0 counts of a literal's symbols `syms`: summed from its
+/// counts under a sibling when a caller knows those, else counted.
+fn order0_counts<W>(syms: &[u8], siblings: &[Sibling<'_, W>]) -> rans::Counts {
+    match siblings.iter().find_map(|s| s.counts) {
+        Some(known) => known.pooled(),
+        None => rans::count(syms, &Context::None),
+    }
 }
 
 /// A sibling stream a conditional coder may use.
@@ -565,10 +575,7 @@ pub fn encode_best<W: Word>(
         // Huffman's size is exact from its code lengths; rANS is encoded
         // only when its estimate is competitive. Only winners are encoded.
         let syms = to_bytes(words);
-        let counts0 = order0.insert(match siblings.iter().find_map(|s| s.counts) {
-            Some(known) => known.pooled(),
-            None => rans::count(&syms, &Context::None),
-        });
+        let counts0 = order0.insert(order0_counts(&syms, siblings));
         let huff = cost(
             Codec::Huffman,
             huffman::exact_size(counts0.order0()),
@@ -774,13 +781,13 @@ fn rans_encode(
 }
 
 /// How a candidate of [`encode_cheapest`] is priced.
-enum Price {
+enum Price<'a> {
     /// Exact without encoding (raw, bit-packed, Huffman).
     Exact,
     /// Encoded to be priced (zstd).
     Encoded(Vec<u8>),
     /// Estimated from these counts (rANS); `None`: the shared order-0 counts.
-    Counted(Option<rans::Counts>),
+    Counted(Option<std::borrow::Cow<'a, rans::Counts>>),
 }
 
 /// Candidate codecs of one stream, priced (see [`encode_cheapest`]), with
@@ -801,7 +808,7 @@ struct Priced<'a, W> {
     overhead: f64,
     min_ctx: usize,
     /// `(price, codec, how)`, cheapest first (ties in the callers' order).
-    list: Vec<(f64, Codec, Price)>,
+    list: Vec<(f64, Codec, Price<'a>)>,
 }
 
 impl<'a, W: Word> Priced<'a, W> {
@@ -884,7 +891,7 @@ impl<'a, W: Word> Priced<'a, W> {
     }
 
     /// Bytes of `c` (estimated for rANS); `None` when a screen rules it out.
-    fn price(&mut self, c: Codec) -> Option<(f64, Price)> {
+    fn price(&mut self, c: Codec) -> Option<(f64, Price<'a>)> {
         let (n, width) = (self.words.len(), self.width);
         Some(match c {
             Codec::Raw => ((n * bytes_per_word(width)) as f64, Price::Exact),
@@ -916,15 +923,20 @@ impl<'a, W: Word> Priced<'a, W> {
                 self.counts0.get_or_insert_with(|| counts.pooled());
                 (
                     self.estimate(c, Some(&counts), self.min_ctx),
-                    Price::Counted(Some(counts)),
+                    Price::Counted(Some(std::borrow::Cow::Owned(counts))),
                 )
             }
             Codec::RansCond { sibling } | Codec::RansCondx32 { sibling } => {
                 self.make_sibling(sibling);
+                // A sibling's known counts are borrowed, not copied.
                 let known = self.siblings.iter().find(|s| s.index == sibling);
                 let counts = match known.and_then(|s| s.counts) {
-                    Some(known) => known.clone(),
-                    None => rans_count(c, self.syms(), &Context::Sibling(self.sibling(sibling))),
+                    Some(known) => std::borrow::Cow::Borrowed(known),
+                    None => std::borrow::Cow::Owned(rans_count(
+                        c,
+                        self.syms(),
+                        &Context::Sibling(self.sibling(sibling)),
+                    )),
                 };
                 self.counts0.get_or_insert_with(|| counts.pooled());
                 (
@@ -944,7 +956,7 @@ impl<'a, W: Word> Priced<'a, W> {
                 self.packed = Some(packed);
                 (
                     self.estimate(c, Some(&counts), 0),
-                    Price::Counted(Some(counts)),
+                    Price::Counted(Some(std::borrow::Cow::Owned(counts))),
                 )
             }
             Codec::Rans0V1 | Codec::Rans1V1 | Codec::RansCondV1 { .. } => {
@@ -983,10 +995,7 @@ impl<'a, W: Word> Priced<'a, W> {
     /// The order-0 counts, counted once (or summed from a sibling's).
     fn order0(&mut self) -> &rans::Counts {
         if self.counts0.is_none() {
-            self.counts0 = Some(match self.siblings.iter().find_map(|s| s.counts) {
-                Some(known) => known.pooled(),
-                None => rans::count(self.syms(), &Context::None),
-            });
+            self.counts0 = Some(order0_counts(self.syms(), self.siblings));
         }
         self.counts0.as_ref().expect("just counted")
     }
@@ -1029,7 +1038,10 @@ impl<'a, W: Word> Priced<'a, W> {
                         }
                         _ => (Context::None, 0),
                     };
-                    let counts = counts.as_ref().or(self.counts0.as_ref()).expect("counted");
+                    let counts = counts
+                        .as_deref()
+                        .or(self.counts0.as_ref())
+                        .expect("counted");
                     let syms = match c {
                         Codec::PackedRans0 | Codec::PackedRans0x32 => {
                             self.packed.as_deref().expect("packed")

@@ -203,17 +203,11 @@ impl Counts {
         ctx_of: impl Fn(u8) -> u8,
         sym_of: impl Fn(u8) -> u8,
     ) -> Counts {
-        let mut row = [u16::MAX; 256];
+        let mut seen = [false; 256];
         for b in (0..=255u8).filter(|&b| hist[b as usize] > 0) {
-            row[ctx_of(b) as usize] = 0;
+            seen[ctx_of(b) as usize] = true;
         }
-        let mut ctxs = Vec::new();
-        for (c, r) in row.iter_mut().enumerate() {
-            if *r == 0 {
-                *r = ctxs.len() as u16;
-                ctxs.push(c as u8);
-            }
-        }
+        let (row, ctxs) = context_rows(&seen);
         let mut rows = vec![[0u32; 256]; ctxs.len()];
         let mut totals = vec![0usize; ctxs.len()];
         for b in (0..=255u8).filter(|&b| hist[b as usize] > 0) {
@@ -384,6 +378,20 @@ pub(crate) fn count(syms: &[u8], ctx: &Context<'_>) -> Counts {
     count_n::<LANES>(syms, ctx)
 }
 
+/// The row of each context value that occurs (`seen`), rows in increasing
+/// order of value, and the values by row.
+fn context_rows(seen: &[bool; 256]) -> ([u16; 256], Vec<u8>) {
+    let mut row = [0u16; 256];
+    let mut ctxs = Vec::new();
+    for c in 0..256 {
+        if seen[c] {
+            row[c] = ctxs.len() as u16;
+            ctxs.push(c as u8);
+        }
+    }
+    (row, ctxs)
+}
+
 /// [`count`] with order-1 contexts over `N` segments.
 pub(crate) fn count_n<const N: usize>(syms: &[u8], ctx: &Context<'_>) -> Counts {
     // The context values that may occur get a row each, in increasing order.
@@ -396,14 +404,7 @@ pub(crate) fn count_n<const N: usize>(syms: &[u8], ctx: &Context<'_>) -> Counts 
             syms.iter().for_each(|&c| seen[c as usize] = true);
         }
     }
-    let mut row = [0u16; 256];
-    let mut ctxs = Vec::new();
-    for c in 0..256 {
-        if seen[c] {
-            row[c] = ctxs.len() as u16;
-            ctxs.push(c as u8);
-        }
-    }
+    let (row, ctxs) = context_rows(&seen);
     let mut counts = vec![[0u32; 256]; ctxs.len()];
     match ctx {
         Context::None => {

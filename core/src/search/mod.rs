@@ -435,16 +435,8 @@ pub fn productions_of(t: &Target<'_>, s: &Shape) -> Vec<(HoleContext, &'static s
 /// silero's 0.53x, a human-tfjs tensor's 0.89x). On the six models -19 ran
 /// on 150 samples; the -9 test skips 89 of them (all 38 of gemma's, at ~3
 /// ms each, and 51 of human-tfjs's), losing one win of 353 bytes.
-/// `le` are the target's little-endian bytes if [`synthesize`] made them
-/// (else empty).
-fn generic_may_win(t: &Target<'_>, le: &[u8], incumbent: usize) -> bool {
-    let mut made = Vec::new();
-    let raw = if le.is_empty() {
-        crate::container::words_to_bytes(t.words, t.width, &mut made);
-        &made[..]
-    } else {
-        le
-    };
+/// `raw` are the target's little-endian bytes.
+fn generic_may_win(raw: &[u8], incumbent: usize) -> bool {
     let z = |level| crate::entropy::zstd_compress(raw, level).map_or(0, |z| z.len());
     let z3 = z(3);
     z3 * 95 < incumbent * 100 && (z3 < incumbent || z(9) < incumbent)
@@ -481,17 +473,16 @@ const GENERIC_PENALTY_DIV: usize = 24;
 /// Whether zstd on the target's byte planes could beat `incumbent` bytes:
 /// zstd -1 of the planes must beat it before [`shape::PLANES_ZSTD_LEVEL`]
 /// is paid for (on planes that pay, level 9 saves another 2-3%). Words of
-/// 16 bits or more; `le` as for [`generic_may_win`].
-fn planes_may_win(t: &Target<'_>, le: &[u8], incumbent: usize) -> bool {
+/// 16 bits or more; `raw` as for [`generic_may_win`] (cut without widening
+/// to words where the width allows).
+fn planes_may_win(t: &Target<'_>, raw: &[u8], incumbent: usize) -> bool {
     if t.width < 16 || !t.width.is_multiple_of(8) {
         return false;
     }
     let split = Split::BytePlanes(t.width);
-    let planes = if le.is_empty() {
-        split.split_bytes(t.words)
-    } else {
-        split.split_le_bytes(le)
-    };
+    let planes = split
+        .split_le_bytes(raw)
+        .or_else(|| split.split_bytes(t.words));
     let Some(planes) = planes else {
         return false;
     };
@@ -616,9 +607,20 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
         // zstd is slow to encode (tens of MB/s at -19, where the field
         // coders run at hundreds): it must save more than that costs, at
         // the rate SYMBOL_COST prices decoding (0.01 bit per ~1.5 ns).
+        // The target's bytes for both screens: those made for the float
+        // splits, or made here once.
+        let made;
+        let raw = if le.is_empty() {
+            let mut b = Vec::new();
+            crate::container::words_to_bytes(t.words, t.width, &mut b);
+            made = b;
+            &made[..]
+        } else {
+            &le[..]
+        };
         let penalty = generic_penalty(t);
         let mut best_penalty = 0;
-        if generic_likely && generic_may_win(t, &le, best.0.saturating_sub(penalty)) {
+        if generic_likely && generic_may_win(raw, best.0.saturating_sub(penalty)) {
             let node = instantiate(&Shape::Generic, t.words, t.width, &cfg);
             let size = wire::serialized_size(&node);
             if size + penalty < best.0 {
@@ -629,7 +631,7 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
         }
         let penalty = planes_penalty(t);
         let bar = (best.0 + best_penalty).saturating_sub(penalty);
-        if planes_may_win(t, &le, bar) {
+        if planes_may_win(t, raw, bar) {
             let node = instantiate(&Shape::GenericPlanes, t.words, t.width, &cfg);
             let size = wire::serialized_size(&node);
             if size < bar {
