@@ -20,6 +20,27 @@ pub trait ReadAt: Sync {
     fn len(&self) -> std::io::Result<u64>;
     /// Fill `buf` from `offset`.
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()>;
+    /// The `len` bytes at `offset`, borrowed, when the source holds them in
+    /// memory (`None` otherwise, or out of range: [`ReadAt::read_exact_at`]
+    /// then reads them, or says why not).
+    fn slice_at(&self, _offset: u64, _len: usize) -> Option<&[u8]> {
+        None
+    }
+}
+
+/// The `len` bytes of `src` at `offset`: borrowed from a source in memory
+/// (a small file read whole), else read into a buffer of their own.
+pub(crate) fn read_cow(
+    src: &dyn ReadAt,
+    offset: u64,
+    len: usize,
+) -> std::io::Result<std::borrow::Cow<'_, [u8]>> {
+    if let Some(s) = src.slice_at(offset, len) {
+        return Ok(std::borrow::Cow::Borrowed(s));
+    }
+    let mut buf = vec![0u8; len];
+    src.read_exact_at(offset, &mut buf)?;
+    Ok(std::borrow::Cow::Owned(buf))
 }
 
 impl ReadAt for [u8] {
@@ -33,6 +54,10 @@ impl ReadAt for [u8] {
             .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?;
         buf.copy_from_slice(s);
         Ok(())
+    }
+    fn slice_at(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        let o = usize::try_from(offset).ok()?;
+        self.get(o..o.checked_add(len)?)
     }
 }
 
@@ -51,6 +76,9 @@ impl<T: ReadAt + ?Sized> ReadAt for &T {
     }
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         (**self).read_exact_at(offset, buf)
+    }
+    fn slice_at(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        (**self).slice_at(offset, len)
     }
 }
 
@@ -437,4 +465,33 @@ pub fn decompress_file(
 /// Read an archive's summary (length, SHA-256) without decoding it.
 pub fn read_info(src: &Path) -> Result<ArchiveInfo, DecodeError> {
     Ok(super::open(src)?.info())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes in memory are lent, bytes in a file are read; out of range
+    /// is an error either way, never a short or wrapped slice.
+    #[test]
+    fn read_cow_lends_from_memory_and_reads_from_files() {
+        let data: Vec<u8> = (0..=255).collect();
+        let mem: &[u8] = &data;
+        let lent = read_cow(&mem, 10, 20).unwrap();
+        assert!(matches!(lent, std::borrow::Cow::Borrowed(_)));
+        assert_eq!(&lent[..], &data[10..30]);
+        let dir = std::env::temp_dir().join(format!("brevis-read-cow-{}", std::process::id()));
+        std::fs::write(&dir, &data).unwrap();
+        let file = std::fs::File::open(&dir).unwrap();
+        let read = read_cow(&file, 10, 20).unwrap();
+        assert!(matches!(read, std::borrow::Cow::Owned(_)));
+        assert_eq!(&read[..], &data[10..30]);
+        for (offset, len) in [(250, 7), (256, 1), (u64::MAX, 2)] {
+            assert!(mem.slice_at(offset, len).is_none());
+            assert!(read_cow(&mem, offset, len).is_err());
+        }
+        assert!(mem.slice_at(1, usize::MAX).is_none());
+        assert!(read_cow(&file, 250, 7).is_err());
+        std::fs::remove_file(&dir).unwrap();
+    }
 }

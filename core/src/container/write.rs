@@ -1,5 +1,6 @@
 //! Encoding: source file -> segments -> one program per region -> archive.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
@@ -8,7 +9,7 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::layout::{self, MAX_SAFETENSORS_HEADER, SegmentDesc, SegmentKind};
-use super::read::{Archive, ReadAt};
+use super::read::{Archive, ReadAt, read_cow};
 use super::{
     CompressOptions, CompressReport, DecompressOptions, PREAMBLE_LEN, Preamble, Region, Segment,
     bytes_to_words, pool, write_table, xxh3,
@@ -68,16 +69,19 @@ pub(crate) fn segments_of(
 pub(crate) fn read_sample(src: &dyn ReadAt, s: &SegmentDesc) -> std::io::Result<Vec<u64>> {
     let wb = s.dtype.word_bytes() as u64;
     let (start, n) = search::sample_range(s.len / wb, search::row_words(&s.shape));
-    let mut buf = vec![0u8; (n * wb) as usize];
-    src.read_exact_at(s.offset + start * wb, &mut buf)?;
+    let buf = read_cow(src, s.offset + start * wb, (n * wb) as usize)?;
     Ok(bytes_to_words(&buf, s.width()))
 }
 
-/// A region's program bytes, the checksum of its source bytes, and them.
-type CodedRegion = (Vec<u8>, u64, Vec<u8>);
+/// A region's program bytes, the checksum of its source bytes, and them
+/// (borrowed from a source in memory).
+type CodedRegion<'s> = (Vec<u8>, u64, Cow<'s, [u8]>);
 
 /// A batch of regions (segment, region index) and what coding them gave.
-type CodedBatch<'a> = (&'a [(usize, u64)], Vec<Result<CodedRegion, EncodeError>>);
+type CodedBatch<'a, 's> = (
+    &'a [(usize, u64)],
+    Vec<Result<CodedRegion<'s>, EncodeError>>,
+);
 
 /// A segment's shape, candidates judged, and its program if the search
 /// coded the whole segment.
@@ -309,15 +313,11 @@ const EDGE_BYTES: u64 = 4096;
 /// always differ there.
 fn edge_hash(src: &dyn ReadAt, d: &SegmentDesc) -> std::io::Result<u128> {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
-    let mut buf = vec![0u8; EDGE_BYTES as usize];
     if d.len <= 3 * EDGE_BYTES {
-        let mut all = vec![0u8; d.len as usize];
-        src.read_exact_at(d.offset, &mut all)?;
-        h.update(&all);
+        h.update(&read_cow(src, d.offset, d.len as usize)?);
     } else {
         for at in [0, (d.len - EDGE_BYTES) / 2, d.len - EDGE_BYTES] {
-            src.read_exact_at(d.offset + at, &mut buf)?;
-            h.update(&buf);
+            h.update(&read_cow(src, d.offset + at, EDGE_BYTES as usize)?);
         }
     }
     Ok(h.digest128())
@@ -484,8 +484,8 @@ fn encode_segments<W: Write + Seek>(
                     let wb = d.dtype.word_bytes() as u64;
                     let start = r * rw;
                     let n = rw.min(total - start);
-                    let mut bytes = vec![0u8; (n * wb) as usize];
-                    src.read_exact_at(d.offset + start * wb, &mut bytes)
+                    // (A small file read whole lends its bytes: no copy.)
+                    let bytes = read_cow(src, d.offset + start * wb, (n * wb) as usize)
                         .map_err(|e| io(&label, e))?;
                     let node = match plans[si].as_ref().expect("every segment has a plan") {
                         Plan::Ref(j, at) => Node::Ref {
@@ -546,7 +546,7 @@ fn encode_segments<W: Write + Seek>(
     // With two threads or more, batch n is written (and hashed) on this
     // thread while the pool codes batch n + 1.
     let overlap = pool.current_num_threads() >= 2;
-    let mut pending: Option<CodedBatch<'_>> = None;
+    let mut pending: Option<CodedBatch<'_, '_>> = None;
     for batch in jobs.chunks(pool.current_num_threads() * 4) {
         if !overlap {
             write_batch(batch, code_batch(batch))?;
@@ -689,8 +689,16 @@ pub(crate) fn segment_region_words(d: &SegmentDesc, region_words: u64, generic: 
 }
 
 fn same_bytes(src: &dyn ReadAt, a: &SegmentDesc, b: &SegmentDesc) -> std::io::Result<bool> {
-    let mut x = vec![0u8; 1 << 20];
-    let mut y = vec![0u8; 1 << 20];
+    if let (Some(x), Some(y)) = (
+        src.slice_at(a.offset, a.len as usize),
+        src.slice_at(b.offset, b.len as usize),
+    ) {
+        return Ok(x == y);
+    }
+    // Buffers no larger than the tensors (most are far below 1 MiB).
+    let k = a.len.min(1 << 20) as usize;
+    let mut x = vec![0u8; k];
+    let mut y = vec![0u8; k];
     let mut pos = 0u64;
     while pos < a.len {
         let k = ((a.len - pos) as usize).min(x.len());
