@@ -26,6 +26,12 @@ pub trait ReadAt: Sync {
     fn slice_at(&self, _offset: u64, _len: usize) -> Option<&[u8]> {
         None
     }
+    /// The first `len` bytes, in a buffer of their own.
+    fn read_prefix(&self, len: usize) -> std::io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.read_exact_at(0, &mut buf)?;
+        Ok(buf)
+    }
 }
 
 /// The `len` bytes of `src` at `offset`: borrowed from a source in memory
@@ -68,6 +74,19 @@ impl ReadAt for std::fs::File {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
     }
+    /// Read into a buffer that is not zeroed first (the file's cursor moves:
+    /// every other read is positional).
+    fn read_prefix(&self, len: usize) -> std::io::Result<Vec<u8>> {
+        use std::io::{Read, Seek};
+        let mut f = self;
+        f.seek(std::io::SeekFrom::Start(0))?;
+        let mut buf = Vec::with_capacity(len);
+        f.take(len as u64).read_to_end(&mut buf)?;
+        if buf.len() != len {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok(buf)
+    }
 }
 
 impl<T: ReadAt + ?Sized> ReadAt for &T {
@@ -79,6 +98,9 @@ impl<T: ReadAt + ?Sized> ReadAt for &T {
     }
     fn slice_at(&self, offset: u64, len: usize) -> Option<&[u8]> {
         (**self).slice_at(offset, len)
+    }
+    fn read_prefix(&self, len: usize) -> std::io::Result<Vec<u8>> {
+        (**self).read_prefix(len)
     }
 }
 
@@ -492,6 +514,11 @@ mod tests {
         }
         assert!(mem.slice_at(1, usize::MAX).is_none());
         assert!(read_cow(&file, 250, 7).is_err());
+        // The whole file, read after a positional read, and one byte more.
+        assert_eq!(file.read_prefix(256).unwrap(), data);
+        assert_eq!(file.read_prefix(100).unwrap(), &data[..100]);
+        assert!(file.read_prefix(257).is_err());
+        assert_eq!(mem.read_prefix(256).unwrap(), data);
         std::fs::remove_file(&dir).unwrap();
     }
 }

@@ -141,9 +141,10 @@ fn compress_on_pool<W: Write + Seek>(
     // The file is read once, whole (it is small): both codings and the
     // screen read it from memory. (Read again for the screen after the
     // tensors were coded: human-tfjs's 37 such files 2% slower.)
-    let mut whole = vec![0u8; len as usize];
-    src.read_exact_at(0, &mut whole)
-        .map_err(|e| io(&label, e))?;
+    let whole = match src.slice_at(0, len as usize) {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(src.read_prefix(len as usize).map_err(|e| io(&label, e))?),
+    };
     let src: &[u8] = &whole;
     // Reserved whole (archives are rarely larger than their source; pages
     // never written are never touched): grown by doubling, the archive was
