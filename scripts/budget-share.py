@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Issue 3's speed measure, interleaved: the share of budget-0 compress speed
 the default budget keeps, for one or more brevis-hub builds on one model,
-one thread, the model's fixed prior (learned once by the first build into
+one thread (or -T N), the model's fixed prior (learned once by the first build into
 --priors). Every round runs each build at budget 0 and at the default in
 turn, so the VM's slow stretches fall on all of them alike (ablation.py runs
 its configurations one after another, and a slow stretch lands on one row);
@@ -31,6 +31,7 @@ def main():
     ap.add_argument("--model", default="human-tfjs", help="model folder under " + MODELS)
     ap.add_argument("-r", "--rounds", type=int, default=9)
     ap.add_argument("--budget", default="24", help="the default budget")
+    ap.add_argument("-T", "--threads", default="1", help="threads (0: all cores, the binary's default)")
     ap.add_argument("--priors", default=os.path.join(tempfile.gettempdir(), "brevis-ab-priors"))
     a = ap.parse_args()
     files = sorted(glob.glob(os.path.join(MODELS, a.model, "**", "*.safetensors"), recursive=True))
@@ -45,9 +46,9 @@ def main():
         for _ in range(a.rounds):
             for b in a.bins:
                 for k in ("0", a.budget):
-                    times[(b, k)].append(run([b, "compress", "-q", "-f", "-T", "1", "--no-verify",
+                    times[(b, k)].append(run([b, "compress", "-q", "-f", "-T", a.threads, "--no-verify",
                                               "--prior", prior, "--budget", k, "-o", out + "/", *files]))
-    print(f"{a.model}, {a.rounds} rounds, one thread: budget 0 and {a.budget}, ms (fastest / median); share kept")
+    print(f"{a.model}, {a.rounds} rounds, -T {a.threads}: budget 0 and {a.budget}, ms (fastest / median); share kept")
     for b in a.bins:
         row = []
         for i, what in ((0, "cpu"), (1, "wall")):

@@ -101,11 +101,32 @@ enum Plan {
 /// Not at budget 0.
 pub const WHOLE_FILE_MAX: u64 = 8 << 20;
 
+/// Where an archive is written: a file or memory, which can be cut short
+/// (the whole-file coding, written over the longer tensor archive).
+pub(crate) trait Sink: Write + Seek + Send {
+    /// Drop everything past the first `len` bytes.
+    fn cut(&mut self, len: u64) -> std::io::Result<()>;
+}
+
+impl Sink for std::io::Cursor<Vec<u8>> {
+    fn cut(&mut self, len: u64) -> std::io::Result<()> {
+        self.get_mut().truncate(len as usize);
+        Ok(())
+    }
+}
+
+impl Sink for std::io::BufWriter<crate::fsutil::Chunked<std::fs::File>> {
+    fn cut(&mut self, len: u64) -> std::io::Result<()> {
+        self.flush()?;
+        self.get_ref().0.set_len(len)
+    }
+}
+
 /// Compress a source into `out` (which must start empty at position 0).
 /// It all runs on the pool: its parallel loops then start on one of its
 /// own threads (at one thread, they run right there), not on this thread
 /// handing each batch over and sleeping until it is done.
-pub(crate) fn compress_source<W: Write + Seek + Send>(
+pub(crate) fn compress_source<W: Sink>(
     src: &dyn ReadAt,
     name: &Path,
     out: &mut W,
@@ -114,7 +135,7 @@ pub(crate) fn compress_source<W: Write + Seek + Send>(
     pool(opts.threads).install(|| compress_on_pool(src, name, out, opts))
 }
 
-fn compress_on_pool<W: Write + Seek>(
+fn compress_on_pool<W: Sink>(
     src: &dyn ReadAt,
     name: &Path,
     out: &mut W,
@@ -156,8 +177,17 @@ fn compress_on_pool<W: Write + Seek>(
         .map(|d| (d.offset, d.len))
         .collect();
     let report = encode_segments(&src, name, descs, opts.region_words, 19, &mut tensors, opts)?;
-    let mut best = (tensors.into_inner(), report);
-    if whole_may_win(&whole, &spans, best.1.archive_len) {
+    let tensors = tensors.into_inner();
+    // The tensor archive is written while the screen runs (side by side
+    // with two threads or more: writing it and the screen were a serial
+    // stretch of every small file); should the whole file win, it is
+    // written over it, and the rest cut.
+    let (written, may_win) = rayon::join(
+        || out.write_all(&tensors),
+        || whole_may_win(&whole, &spans, report.archive_len),
+    );
+    written.map_err(|e| io("<output>", e))?;
+    if may_win {
         let mut plain = std::io::Cursor::new(Vec::new());
         let r = encode_segments(
             &src,
@@ -168,20 +198,23 @@ fn compress_on_pool<W: Write + Seek>(
             &mut plain,
             opts,
         )?;
-        if r.archive_len < best.1.archive_len {
-            best = (
-                plain.into_inner(),
-                CompressReport {
-                    searched_tensors: best.1.searched_tensors,
-                    judged: best.1.judged,
-                    search_seconds: best.1.search_seconds,
-                    ..r
-                },
-            );
+        if r.archive_len < report.archive_len {
+            let plain = plain.into_inner();
+            (|| {
+                out.seek(SeekFrom::Start(0))?;
+                out.write_all(&plain)?;
+                out.cut(plain.len() as u64)
+            })()
+            .map_err(|e| io("<output>", e))?;
+            return Ok(CompressReport {
+                searched_tensors: report.searched_tensors,
+                judged: report.judged,
+                search_seconds: report.search_seconds,
+                ..r
+            });
         }
     }
-    out.write_all(&best.0).map_err(|e| io("<output>", e))?;
-    Ok(best.1)
+    Ok(report)
 }
 
 /// zstd level of the bytes of a tensor file that are not tensors (its
@@ -245,15 +278,29 @@ fn whole_may_win(whole: &[u8], tensors: &[(u64, u64)], archive: u64) -> bool {
     for i in 0..WHOLE_SAMPLE_SLICES {
         sample.extend_from_slice(&body[i * step..i * step + slice]);
     }
-    let z1 = z(&sample, 1) as f64;
-    let fresh = (body.len() as u64).saturating_sub(cross_tensor_repeats(whole, tensors));
-    if !pass(z(head, 1) as f64 + fresh as f64 * z1 / sample.len() as f64) {
+    // (With two threads or more, what each stage needs is worked out side
+    // by side: the screen otherwise runs on one thread while the others
+    // wait for the next file.)
+    let both = rayon::current_num_threads() > 1;
+    let ((z1, zh), repeats) = rayon::join(
+        || (z(&sample, 1) as f64, z(head, 1) as f64),
+        || cross_tensor_repeats(whole, tensors),
+    );
+    let fresh = (body.len() as u64).saturating_sub(repeats);
+    if !pass(zh + fresh as f64 * z1 / sample.len() as f64) {
         return false;
     }
     // Then the file itself at -1, with a window over all of it and long
-    // matches (what -22 will see), scaled by -22's gain on the sample.
-    let quick = zstd_long(whole, 1) as f64;
-    pass(quick) && quick * (z(&sample, 22) as f64 / z1) < archive as f64
+    // matches (what -22 will see), scaled by -22's gain on the sample
+    // (worked out only when -1 passes, but for side by side).
+    let gain_of = || z(&sample, 22) as f64 / z1;
+    let (quick, gain) = if both {
+        let (q, g) = rayon::join(|| zstd_long(whole, 1) as f64, gain_of);
+        (q, Some(g))
+    } else {
+        (zstd_long(whole, 1) as f64, None)
+    };
+    pass(quick) && quick * gain.unwrap_or_else(gain_of) < archive as f64
 }
 
 /// Bytes of `data` in zstd at `level` with a window over [`WHOLE_FILE_MAX`]
@@ -970,6 +1017,20 @@ mod tests {
             file.len()
         );
         let archive = out.into_inner();
+        assert_eq!(archive.len() as u64, r.archive_len);
         self_check(Archive::new(&archive[..]).unwrap(), &r, 1).unwrap();
+        // Into a file, at one thread and two: the whole-file archive is
+        // written over the tensor archive and the file cut to its length.
+        let dir = std::env::temp_dir().join(format!("brevis-whole-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (src, dst) = (dir.join("near.safetensors"), dir.join("near.brv"));
+        std::fs::write(&src, &file).unwrap();
+        for threads in [1, 2] {
+            let opts = CompressOptions::default().threads(threads);
+            let f = compress_file(&src, &dst, true, &opts).unwrap();
+            assert_eq!(f.archive_len, r.archive_len);
+            assert_eq!(std::fs::read(&dst).unwrap(), archive, "{threads} threads");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
