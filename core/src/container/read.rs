@@ -34,21 +34,6 @@ pub trait ReadAt: Sync {
     }
 }
 
-/// The `len` bytes of `src` at `offset`: borrowed from a source in memory
-/// (a small file read whole), else read into a buffer of their own.
-pub(crate) fn read_cow(
-    src: &dyn ReadAt,
-    offset: u64,
-    len: usize,
-) -> std::io::Result<std::borrow::Cow<'_, [u8]>> {
-    if let Some(s) = src.slice_at(offset, len) {
-        return Ok(std::borrow::Cow::Borrowed(s));
-    }
-    let mut buf = vec![0u8; len];
-    src.read_exact_at(offset, &mut buf)?;
-    Ok(std::borrow::Cow::Owned(buf))
-}
-
 impl ReadAt for [u8] {
     fn len(&self) -> std::io::Result<u64> {
         Ok(<[u8]>::len(self) as u64)
@@ -493,32 +478,27 @@ pub fn read_info(src: &Path) -> Result<ArchiveInfo, DecodeError> {
 mod tests {
     use super::*;
 
-    /// Bytes in memory are lent, bytes in a file are read; out of range
-    /// is an error either way, never a short or wrapped slice.
+    /// Bytes in memory are lent, out of range never (no short or wrapped
+    /// slice); a file read whole is its first bytes, after positional reads
+    /// too, and an error past its end.
     #[test]
-    fn read_cow_lends_from_memory_and_reads_from_files() {
+    fn memory_lends_slices_and_files_read_their_prefix() {
         let data: Vec<u8> = (0..=255).collect();
         let mem: &[u8] = &data;
-        let lent = read_cow(&mem, 10, 20).unwrap();
-        assert!(matches!(lent, std::borrow::Cow::Borrowed(_)));
-        assert_eq!(&lent[..], &data[10..30]);
-        let dir = std::env::temp_dir().join(format!("brevis-read-cow-{}", std::process::id()));
+        assert_eq!(mem.slice_at(10, 20), Some(&data[10..30]));
+        for (offset, len) in [(250, 7), (256, 1), (u64::MAX, 2), (1, usize::MAX)] {
+            assert!(mem.slice_at(offset, len).is_none());
+        }
+        assert_eq!(mem.read_prefix(256).unwrap(), data);
+        let dir = std::env::temp_dir().join(format!("brevis-read-prefix-{}", std::process::id()));
         std::fs::write(&dir, &data).unwrap();
         let file = std::fs::File::open(&dir).unwrap();
-        let read = read_cow(&file, 10, 20).unwrap();
-        assert!(matches!(read, std::borrow::Cow::Owned(_)));
-        assert_eq!(&read[..], &data[10..30]);
-        for (offset, len) in [(250, 7), (256, 1), (u64::MAX, 2)] {
-            assert!(mem.slice_at(offset, len).is_none());
-            assert!(read_cow(&mem, offset, len).is_err());
-        }
-        assert!(mem.slice_at(1, usize::MAX).is_none());
-        assert!(read_cow(&file, 250, 7).is_err());
-        // The whole file, read after a positional read, and one byte more.
+        assert!(file.slice_at(0, 1).is_none());
+        let mut buf = [0u8; 20];
+        file.read_exact_at(10, &mut buf).unwrap();
         assert_eq!(file.read_prefix(256).unwrap(), data);
         assert_eq!(file.read_prefix(100).unwrap(), &data[..100]);
         assert!(file.read_prefix(257).is_err());
-        assert_eq!(mem.read_prefix(256).unwrap(), data);
         std::fs::remove_file(&dir).unwrap();
     }
 }

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::layout::{self, MAX_SAFETENSORS_HEADER, SegmentDesc, SegmentKind};
-use super::read::{Archive, ReadAt, read_cow};
+use super::read::{Archive, ReadAt};
 use super::{
     CompressOptions, CompressReport, DecompressOptions, PREAMBLE_LEN, Preamble, Region, Segment,
     bytes_to_words, pool, write_table, xxh3,
@@ -63,6 +63,17 @@ pub(crate) fn segments_of(
         }),
         Err(_) => Ok(layout::plain_segments(len)),
     }
+}
+
+/// The `len` bytes of `src` at `offset`: borrowed from a source in memory
+/// (a small file read whole), else read into a buffer of their own.
+fn read_cow(src: &dyn ReadAt, offset: u64, len: usize) -> std::io::Result<Cow<'_, [u8]>> {
+    if let Some(s) = src.slice_at(offset, len) {
+        return Ok(Cow::Borrowed(s));
+    }
+    let mut buf = vec![0u8; len];
+    src.read_exact_at(offset, &mut buf)?;
+    Ok(Cow::Owned(buf))
 }
 
 /// The sample words of a tensor segment the search judges programs on.
@@ -976,6 +987,28 @@ mod tests {
         // Blocks of one byte value are not repeats.
         let zeros = vec![0u8; n];
         assert_eq!(cross_tensor_repeats(&zeros, &halves), 0);
+    }
+
+    /// Bytes of a source in memory are lent, a file's read; out of range
+    /// is an error either way.
+    #[test]
+    fn read_cow_lends_from_memory_and_reads_from_files() {
+        let data: Vec<u8> = (0..=255).collect();
+        let mem: &[u8] = &data;
+        let lent = read_cow(&mem, 10, 20).unwrap();
+        assert!(matches!(lent, Cow::Borrowed(_)));
+        assert_eq!(&lent[..], &data[10..30]);
+        let dir = std::env::temp_dir().join(format!("brevis-read-cow-{}", std::process::id()));
+        std::fs::write(&dir, &data).unwrap();
+        let file = std::fs::File::open(&dir).unwrap();
+        let read = read_cow(&file, 10, 20).unwrap();
+        assert!(matches!(read, Cow::Owned(_)));
+        assert_eq!(&read[..], &data[10..30]);
+        for (offset, len) in [(250, 7), (256, 1), (u64::MAX, 2)] {
+            assert!(read_cow(&mem, offset, len).is_err());
+        }
+        assert!(read_cow(&file, 250, 7).is_err());
+        std::fs::remove_file(&dir).unwrap();
     }
 
     /// Two f16 tensors of noise, the second the first with one value
