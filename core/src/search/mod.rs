@@ -510,9 +510,10 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
     let words = &t.words[..m];
     let scaled = |size: usize| (size as u128 * n as u128 / m as u128) as usize;
     // Float words as bytes, once: every float tensor judges a Merge of byte
-    // fields (the field split, byte planes), cut from them.
+    // fields (the field split, byte planes), cut from them (at budget 0,
+    // nothing but the incumbent is judged).
     let mut le = Vec::new();
-    if is_float(t.dtype) && matches!(t.width, 16 | 32) {
+    if budget > 0 && is_float(t.dtype) && matches!(t.width, 16 | 32) {
         crate::container::words_to_bytes(t.words, t.width, &mut le);
     }
     let share = |k: usize| {
@@ -624,11 +625,9 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
         // the rate SYMBOL_COST prices decoding (0.01 bit per ~1.5 ns).
         // The target's bytes for both screens: those made for the float
         // splits, or made here once.
-        let made;
+        let mut made = Vec::new();
         let raw = if le.is_empty() {
-            let mut b = Vec::new();
-            crate::container::words_to_bytes(t.words, t.width, &mut b);
-            made = b;
+            crate::container::words_to_bytes(t.words, t.width, &mut made);
             &made[..]
         } else {
             &le[..]
