@@ -614,7 +614,8 @@ pub fn encode_best<W: Word>(
             let min_ctx = min_ctx_count(n, 1.0);
             if opts.contexts.previous {
                 let ctx = Context::Previous;
-                let counts = rans_count(Codec::Rans1.fit(n), &syms, &ctx);
+                let counts =
+                    rans_count_known(Codec::Rans1.fit(n), &syms, &ctx, Some(counts0.order0()));
                 try_rans(Codec::Rans1, &syms, ctx, &counts, min_ctx, 0.995, &mut best);
             }
             for s in siblings {
@@ -753,10 +754,21 @@ fn lanes(codec: Codec) -> usize {
 /// The counts of `syms` under `ctx` for `codec` (whose number of states is
 /// the number of order-1 segments).
 fn rans_count(codec: Codec, syms: &[u8], ctx: &Context<'_>) -> rans::Counts {
+    rans_count_known(codec, syms, ctx, None)
+}
+
+/// [`rans_count`], given the symbols' order-0 counts when known (see
+/// [`rans::count_n_known`]).
+fn rans_count_known(
+    codec: Codec,
+    syms: &[u8],
+    ctx: &Context<'_>,
+    order0: Option<&[u32; 256]>,
+) -> rans::Counts {
     if lanes(codec) == rans::WIDE {
-        rans::count_n::<{ rans::WIDE }>(syms, ctx)
+        rans::count_n_known::<{ rans::WIDE }>(syms, ctx, order0)
     } else {
-        rans::count(syms, ctx)
+        rans::count_n_known::<{ rans::LANES }>(syms, ctx, order0)
     }
 }
 
@@ -919,7 +931,8 @@ impl<'a, W: Word> Priced<'a, W> {
                 (est, Price::Counted(None))
             }
             Codec::Rans1 | Codec::Rans1x32 => {
-                let counts = rans_count(c, self.syms(), &Context::Previous);
+                let order0 = self.counts0.as_ref().map(|c| c.order0());
+                let counts = rans_count_known(c, self.syms(), &Context::Previous, order0);
                 self.counts0.get_or_insert_with(|| counts.pooled());
                 (
                     self.estimate(c, Some(&counts), self.min_ctx),

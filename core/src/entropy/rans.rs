@@ -394,14 +394,28 @@ fn context_rows(seen: &[bool; 256]) -> ([u16; 256], Vec<u8>) {
 
 /// [`count`] with order-1 contexts over `N` segments.
 pub(crate) fn count_n<const N: usize>(syms: &[u8], ctx: &Context<'_>) -> Counts {
+    count_n_known::<N>(syms, ctx, None)
+}
+
+/// [`count_n`], given the symbols' order-0 counts when the caller has them
+/// (`order0`): under order 1 the symbols that occur are the contexts that
+/// may, so they need no pass of their own over the stream.
+pub(crate) fn count_n_known<const N: usize>(
+    syms: &[u8],
+    ctx: &Context<'_>,
+    order0: Option<&[u32; 256]>,
+) -> Counts {
     // The context values that may occur get a row each, in increasing order.
     let mut seen = [false; 256];
     match ctx {
         Context::None => seen[0] = true,
         Context::Sibling(sib) => sib.iter().for_each(|&c| seen[c as usize] = true),
         Context::Previous => {
+            match order0 {
+                Some(h) => seen.iter_mut().zip(h).for_each(|(s, &c)| *s = c > 0),
+                None => syms.iter().for_each(|&c| seen[c as usize] = true),
+            }
             seen[0] = true;
-            syms.iter().for_each(|&c| seen[c as usize] = true);
         }
     }
     let (row, ctxs) = context_rows(&seen);
@@ -946,6 +960,27 @@ mod tests {
             .into_iter()
             .map(|w| w as u8)
             .collect()
+    }
+
+    #[test]
+    fn order_1_counts_given_order_0_are_the_counts() {
+        // With and without symbol 0, shorter than the segments, long.
+        for (seed, n, alphabet) in [(5, 100_003, 40), (6, 3, 9), (7, 31, 200), (8, 5000, 2)] {
+            let mut s = bytes(seed, n, alphabet);
+            if seed == 7 {
+                s.iter_mut().for_each(|b| *b |= 1);
+            }
+            let known = count(&s, &Context::None);
+            let known = Some(known.order0());
+            assert_eq!(
+                count_n_known::<LANES>(&s, &Context::Previous, known),
+                count(&s, &Context::Previous)
+            );
+            assert_eq!(
+                count_n_known::<WIDE>(&s, &Context::Previous, known),
+                count_n::<WIDE>(&s, &Context::Previous)
+            );
+        }
     }
 
     #[test]
