@@ -490,6 +490,7 @@ fn planes_may_win(t: &Target<'_>, raw: &[u8], incumbent: usize) -> bool {
         .iter()
         .map(|p| crate::entropy::zstd_compress(p, 1).map_or(usize::MAX / 8, |z| z.len()))
         .sum();
+    crate::dsl::recycle_fields(planes);
     quick < incumbent
 }
 

@@ -166,7 +166,9 @@ pub fn instantiate(shape: &Shape, words: &[u64], width: u8, cfg: &Instantiate<'_
         && let Some(parts) = split.split_le_bytes(bytes)
     {
         // As `inst` does from the words.
-        return merge_of_bytes(split, kids, &parts, cfg);
+        let node = merge_of_bytes(split, kids, &parts, cfg);
+        crate::dsl::recycle_fields(parts);
+        return node;
     }
     inst(shape, words, width, &[], cfg, "top")
 }
@@ -204,7 +206,9 @@ pub fn instantiate_le_bytes(shape: &Shape, bytes: &[u8], width: u8) -> Option<No
         return None;
     }
     let parts = split.split_le_bytes(bytes)?;
-    Some(merge_of_bytes(split, kids, &parts, &Instantiate::default()))
+    let node = merge_of_bytes(split, kids, &parts, &Instantiate::default());
+    crate::dsl::recycle_fields(parts);
+    Some(node)
 }
 
 /// Whether every child is a literal (or a hole, which becomes one).
@@ -338,7 +342,9 @@ fn inst(
             if byte_literals(kids)
                 && let Some(parts) = split.split_bytes(words)
             {
-                return merge_of_bytes(split, kids, &parts, cfg);
+                let node = merge_of_bytes(split, kids, &parts, cfg);
+                crate::dsl::recycle_fields(parts);
+                return node;
             }
             let parts = split.split(words);
             let mut children = Vec::with_capacity(kids.len());
