@@ -77,11 +77,15 @@ fn read_cow(src: &dyn ReadAt, offset: u64, len: usize) -> std::io::Result<Cow<'_
 }
 
 /// The sample words of a tensor segment the search judges programs on.
-pub(crate) fn read_sample(src: &dyn ReadAt, s: &SegmentDesc) -> std::io::Result<Vec<u64>> {
+pub(crate) fn read_sample<'s>(
+    src: &'s dyn ReadAt,
+    s: &SegmentDesc,
+) -> std::io::Result<(Cow<'s, [u8]>, Vec<u64>)> {
     let wb = s.dtype.word_bytes() as u64;
     let (start, n) = search::sample_range(s.len / wb, search::row_words(&s.shape));
     let buf = read_cow(src, s.offset + start * wb, (n * wb) as usize)?;
-    Ok(bytes_to_words(&buf, s.width()))
+    let words = bytes_to_words(&buf, s.width());
+    Ok((buf, words))
 }
 
 /// A region's program bytes, the checksum of its source bytes, and them
@@ -526,9 +530,10 @@ fn encode_segments<W: Write + Seek>(
                 if d.kind == SegmentKind::Bytes {
                     return Ok(Some((Shape::Generic, 0, None)));
                 }
-                let words = read_sample(src, d).map_err(|e| io(&label, e))?;
+                let (bytes, words) = read_sample(src, d).map_err(|e| io(&label, e))?;
                 let t = Target {
                     words: &words,
+                    le: Some(&bytes),
                     width: d.width(),
                     dtype: d.dtype,
                     name: &d.name,

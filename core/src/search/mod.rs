@@ -70,6 +70,11 @@ pub const GENERIC_MAX_BITS: f64 = 5.0;
 pub struct Target<'a> {
     /// The sample's words.
     pub words: &'a [u64],
+    /// The same words as the little-endian bytes they were read from
+    /// (`width / 8` a word), when the caller has them: float splits cut
+    /// their byte fields from these, which are otherwise made from
+    /// `words` (2% of human-tfjs's instructions beyond SHA-256).
+    pub le: Option<&'a [u8]>,
     /// Word width.
     pub width: u8,
     /// Element type.
@@ -513,10 +518,24 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
     // Float words as bytes, once: every float tensor judges a Merge of byte
     // fields (the field split, byte planes), cut from them (at budget 0,
     // nothing but the incumbent is judged).
-    let mut le = Vec::new();
-    if budget > 0 && is_float(t.dtype) && matches!(t.width, 16 | 32) {
-        crate::container::words_to_bytes(t.words, t.width, &mut le);
-    }
+    let mut made = Vec::new();
+    let le: &[u8] = if budget > 0 && is_float(t.dtype) && matches!(t.width, 16 | 32) {
+        match t.le {
+            Some(le) if le.len() == t.words.len() * t.width as usize / 8 => {
+                debug_assert!({
+                    crate::container::words_to_bytes(t.words, t.width, &mut made);
+                    made == le
+                });
+                le
+            }
+            _ => {
+                crate::container::words_to_bytes(t.words, t.width, &mut made);
+                &made
+            }
+        }
+    } else {
+        &[]
+    };
     let share = |k: usize| {
         if priced {
             (k as f64 / region as f64).min(1.0)
@@ -631,12 +650,12 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
             crate::container::words_to_bytes(t.words, t.width, &mut made);
             &made[..]
         } else {
-            &le[..]
+            le
         };
         // zstd's matches need the whole sample (on a quarter of it, silero's
         // tensors that zstd codes best lost 18% to the field coders).
         let cfg = Instantiate {
-            le_bytes: (!le.is_empty()).then_some(&le[..]),
+            le_bytes: (!le.is_empty()).then_some(le),
             overhead: share(n),
             ..cfg
         };
@@ -850,10 +869,11 @@ impl Prior {
             picked
                 .par_iter()
                 .map(|(fi, s)| {
-                    let words = crate::container::write::read_sample(&opened[*fi], s)
+                    let (bytes, words) = crate::container::write::read_sample(&opened[*fi], s)
                         .map_err(|e| EncodeError::io(files[*fi], e))?;
                     let t = Target {
                         words: &words,
+                        le: Some(&bytes),
                         width: s.width(),
                         dtype: s.dtype,
                         name: &s.name,
@@ -948,6 +968,7 @@ mod tests {
     fn flat_target<'a>(w: &'a [u64], width: u8, dtype: Dtype, name: &'a str) -> Target<'a> {
         Target {
             words: w,
+            le: None,
             width,
             dtype,
             name,
@@ -958,10 +979,32 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_words_bytes_given_or_made_give_the_same_synthesis() {
+        // Sampled (priced) and whole, bf16 and f32 words.
+        let w16 = bf16_like(40_000);
+        let w32: Vec<u64> = w16.iter().map(|&w| w << 16 | (w * 7919) & 0xFFFF).collect();
+        for (words, width, dtype) in [(&w16, 16u8, Dtype::BF16), (&w32, 32, Dtype::F32)] {
+            let mut bytes = Vec::new();
+            crate::container::words_to_bytes(words, width, &mut bytes);
+            for total in [words.len() as u64, 4 * words.len() as u64] {
+                let mut t = flat_target(words, width, dtype, "layers.0.mlp.up_proj.weight");
+                t.total_words = total;
+                let made = synthesize(&t, &Prior::uniform(), 8);
+                t.le = Some(&bytes);
+                let given = synthesize(&t, &Prior::uniform(), 8);
+                assert_eq!(given.shape, made.shape);
+                assert_eq!(given.sample_bytes, made.sample_bytes);
+                assert_eq!(given.node, made.node);
+            }
+        }
+    }
+
     /// A whole bf16 MLP weight of these words.
     fn up_proj(w: &[u64]) -> Target<'_> {
         Target {
             words: w,
+            le: None,
             width: 16,
             dtype: Dtype::BF16,
             name: "layers.0.mlp.up_proj.weight",
@@ -1011,6 +1054,7 @@ mod tests {
             .collect();
         let t = Target {
             words: &w,
+            le: None,
             width: 16,
             dtype: Dtype::F16,
             name: "encoder.position_encodings",
@@ -1328,6 +1372,7 @@ mod tests {
         let w = bf16_like(30_000);
         let t = Target {
             words: &w,
+            le: None,
             width: 16,
             dtype: Dtype::BF16,
             name: "a.weight",
