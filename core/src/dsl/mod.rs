@@ -248,8 +248,8 @@ fn field_buffer(n: usize) -> Vec<u8> {
 }
 
 /// Hands fields cut by [`Split::split_le_bytes`] or [`Split::split_bytes`]
-/// back for this thread's next cuts (up to [`SPARE_FIELDS`] buffers and
-/// [`SPARE_FIELD_BYTES`]; the rest are freed).
+/// back for this thread's next cuts (up to 16 buffers and 8 MiB a thread;
+/// the rest are freed).
 pub fn recycle_fields(parts: Vec<Vec<u8>>) {
     let _ = SPARE.try_with(|s| {
         let mut s = s.borrow_mut();
