@@ -520,19 +520,7 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
     // nothing but the incumbent is judged).
     let mut made = Vec::new();
     let le: &[u8] = if budget > 0 && is_float(t.dtype) && matches!(t.width, 16 | 32) {
-        match t.le {
-            Some(le) if le.len() == t.words.len() * t.width as usize / 8 => {
-                debug_assert!({
-                    crate::container::words_to_bytes(t.words, t.width, &mut made);
-                    made == le
-                });
-                le
-            }
-            _ => {
-                crate::container::words_to_bytes(t.words, t.width, &mut made);
-                &made
-            }
-        }
+        le_bytes_of(t, &mut made)
     } else {
         &[]
     };
@@ -647,8 +635,7 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
         // splits, or made here once.
         let mut made = Vec::new();
         let raw = if le.is_empty() {
-            crate::container::words_to_bytes(t.words, t.width, &mut made);
-            &made[..]
+            le_bytes_of(t, &mut made)
         } else {
             le
         };
@@ -686,6 +673,25 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
         sample_bytes: best.0,
         judged,
         node: (!cfg.priced).then_some(best_node),
+    }
+}
+
+/// The target's words as little-endian bytes: those they were read from
+/// ([`Target::le`]), else made into `made`.
+fn le_bytes_of<'b>(t: &Target<'b>, made: &'b mut Vec<u8>) -> &'b [u8] {
+    let bpw = t.width as usize / 8;
+    match t.le {
+        Some(le) if matches!(t.width, 8 | 16 | 32 | 64) && le.len() == t.words.len() * bpw => {
+            debug_assert!({
+                crate::container::words_to_bytes(t.words, t.width, made);
+                made[..] == *le
+            });
+            le
+        }
+        _ => {
+            crate::container::words_to_bytes(t.words, t.width, made);
+            made
+        }
     }
 }
 
