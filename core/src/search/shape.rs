@@ -166,9 +166,7 @@ pub fn instantiate(shape: &Shape, words: &[u64], width: u8, cfg: &Instantiate<'_
         && let Some(parts) = split.split_le_bytes(bytes)
     {
         // As `inst` does from the words.
-        let node = merge_of_bytes(split, kids, &parts, cfg);
-        crate::dsl::recycle_fields(parts);
-        return node;
+        return merge_of_bytes(split, kids, parts, cfg);
     }
     inst(shape, words, width, &[], cfg, "top")
 }
@@ -206,9 +204,7 @@ pub fn instantiate_le_bytes(shape: &Shape, bytes: &[u8], width: u8) -> Option<No
         return None;
     }
     let parts = split.split_le_bytes(bytes)?;
-    let node = merge_of_bytes(split, kids, &parts, &Instantiate::default());
-    crate::dsl::recycle_fields(parts);
-    Some(node)
+    Some(merge_of_bytes(split, kids, parts, &Instantiate::default()))
 }
 
 /// Whether every child is a literal (or a hole, which becomes one).
@@ -217,8 +213,14 @@ fn byte_literals(kids: &[Shape]) -> bool {
         .all(|k| matches!(k, Shape::Lit(_) | Shape::Hole))
 }
 
-/// A `Merge` of byte-field literals over its fields `parts`.
-fn merge_of_bytes(split: &Split, kids: &[Shape], parts: &[Vec<u8>], cfg: &Instantiate<'_>) -> Node {
+/// A `Merge` of byte-field literals over its fields `parts` (handed back
+/// for the thread's next cuts once coded, [`crate::dsl::recycle_fields`]).
+fn merge_of_bytes(
+    split: &Split,
+    kids: &[Shape],
+    parts: Vec<Vec<u8>>,
+    cfg: &Instantiate<'_>,
+) -> Node {
     let fields = split.fields();
     let codecs: Vec<Option<Codec>> = kids
         .iter()
@@ -237,7 +239,7 @@ fn merge_of_bytes(split: &Split, kids: &[Shape], parts: &[Vec<u8>], cfg: &Instan
         .collect();
     // Field i is counted under an earlier field j by its frozen conditional
     // coder, or by the literal chooser where the prior lets it weigh one.
-    let known = entropy::byte_field_counts(&fields, parts, |i, j| match codecs[i] {
+    let known = entropy::byte_field_counts(&fields, &parts, |i, j| match codecs[i] {
         Some(c) => c.sibling() == Some(j as u8),
         None => contexts[i].sibling(j as u8),
     });
@@ -255,6 +257,7 @@ fn merge_of_bytes(split: &Split, kids: &[Shape], parts: &[Vec<u8>], cfg: &Instan
             )
         })
         .collect();
+    crate::dsl::recycle_fields(parts);
     Node::Merge {
         split: split.clone(),
         children,
@@ -342,9 +345,7 @@ fn inst(
             if byte_literals(kids)
                 && let Some(parts) = split.split_bytes(words)
             {
-                let node = merge_of_bytes(split, kids, &parts, cfg);
-                crate::dsl::recycle_fields(parts);
-                return node;
+                return merge_of_bytes(split, kids, parts, cfg);
             }
             let parts = split.split(words);
             let mut children = Vec::with_capacity(kids.len());
