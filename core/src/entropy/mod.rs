@@ -576,12 +576,23 @@ pub fn encode_best<W: Word>(
         // only when its estimate is competitive. Only winners are encoded.
         let syms = to_bytes(words);
         let counts0 = order0.insert(order0_counts(&syms, siblings));
-        let huff = cost(
-            Codec::Huffman,
-            huffman::exact_size(counts0.order0()),
-            n,
-            width,
-        );
+        // Huffman's size from its code lengths, unless a bound from the
+        // counts shows it can neither win nor come under NEAR_RAW (the
+        // decisions below are then those its exact size makes).
+        let huff = {
+            let (data, table) = huffman::size_parts_bound(counts0.order0());
+            let bound = cost(Codec::Huffman, data + table, n, width);
+            if bound >= best.1 && bound >= raw_size as f64 * NEAR_RAW {
+                bound
+            } else {
+                cost(
+                    Codec::Huffman,
+                    huffman::exact_size(counts0.order0()),
+                    n,
+                    width,
+                )
+            }
+        };
         // As price_best decides: see NEAR_RAW.
         let near_raw = huff >= raw_size as f64 * NEAR_RAW;
         if huff < best.1 {
@@ -910,8 +921,22 @@ impl<'a, W: Word> Priced<'a, W> {
             Codec::BitPack => ((1 + (n * self.k as usize).div_ceil(8)) as f64, Price::Exact),
             Codec::Huffman => {
                 let share = self.overhead;
-                let (data, table) = huffman::size_parts(self.order0().order0());
-                (data as f64 + table as f64 * share, Price::Exact)
+                let price = |(data, table): (usize, usize)| data as f64 + table as f64 * share;
+                // As encode_best: when a bound shows Huffman can neither be
+                // the cheapest nor come under NEAR_RAW (the cheapest so far
+                // is the flat codec, weighed first), that bound is its price
+                // (ranked as its exact price would be).
+                let bound = price(huffman::size_parts_bound(self.order0().order0()));
+                let raw = (n * bytes_per_word(width)) as f64;
+                let cost = bound + symbol_cost(c, n, width);
+                if self.as_best && cost >= self.cheapest() && bound >= raw * NEAR_RAW {
+                    (bound, Price::Exact)
+                } else {
+                    (
+                        price(huffman::size_parts(self.order0().order0())),
+                        Price::Exact,
+                    )
+                }
             }
             Codec::Zstd => {
                 let raw = raw_bytes(self.words, width);
