@@ -528,7 +528,7 @@ pub(crate) fn encode_with_simd<const N: usize>(
                     Some(_) => map[c] as u32,
                     None => 0,
                 });
-                sink.vector_rounds(simd, &enc, &tables, &mut x, syms, sib, q)
+                sink.vector_rounds(simd, &enc, &tables, &mut x, syms, sib, &counts.ctxs, q)
             };
             if !vector {
                 for j in (0..q).rev() {
@@ -572,7 +572,16 @@ pub(crate) fn encode_with_simd<const N: usize>(
                     }
                     let (round_ctx, round_syms) = (&rounds[..N * q], &rounds[N..]);
                     let tables: [u32; 256] = std::array::from_fn(|c| map[c] as u32);
-                    sink.vector_rounds(simd, &enc, &tables, &mut x, round_syms, Some(round_ctx), q)
+                    sink.vector_rounds(
+                        simd,
+                        &enc,
+                        &tables,
+                        &mut x,
+                        round_syms,
+                        Some(round_ctx),
+                        &counts.ctxs,
+                        q,
+                    )
                 };
             if !vector {
                 for j in (0..q).rev() {
@@ -628,8 +637,9 @@ impl Sink {
         Sink { buf, p: slots }
     }
     /// Rounds `rounds - 1` down to 0 of `syms` (symbol `32 * j + l` on
-    /// state `l`, under `tables[sib[i]]`) through the vector encoder, if
-    /// there are 32 states and `simd` and the CPU allow it; whether it ran.
+    /// state `l`, under `tables[sib[i]]`, `present` the context values
+    /// that may occur in `sib`) through the vector encoder, if there are 32
+    /// states and `simd` and the CPU allow it; whether it ran.
     #[allow(clippy::too_many_arguments)]
     fn vector_rounds(
         &mut self,
@@ -639,6 +649,7 @@ impl Sink {
         x: &mut [u32],
         syms: &[u8],
         sib: Option<&[u8]>,
+        present: &[u8],
         rounds: usize,
     ) -> bool {
         let Ok(x) = <&mut [u32; super::rans_simd::LANES]>::try_from(x) else {
@@ -651,6 +662,7 @@ impl Sink {
             x,
             syms,
             sib,
+            present,
             rounds,
             &mut self.buf,
             &mut self.p,
