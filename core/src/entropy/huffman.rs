@@ -340,7 +340,10 @@ pub(crate) fn decode<W: Word>(
     }
     let codes = canonical_codes(&lens);
     // Lookup table: entry = symbol | len << 8; len 0 marks an unused slot.
-    let size = 1usize << MAX_LEN;
+    // Indexed by as many bits as the longest code (a short stream of few
+    // symbols fills a few hundred slots, not 4096).
+    let longest = present.iter().map(|&s| lens[s] as u32).max().unwrap_or(1);
+    let size = 1usize << longest;
     let mut table = vec![0u16; size];
     for &s in &present {
         let l = lens[s] as u32;
@@ -357,31 +360,54 @@ pub(crate) fn decode<W: Word>(
         return Err(DecodeError::corrupt("huffman: trailing bytes"));
     }
     out.reserve(n);
-    let total_bits = data.len() as u64 * 8;
-    let mut consumed = 0u64;
-    let mut acc = 0u64;
-    let mut nacc = 0u32;
-    let mut pos = 0usize;
     let mask = (size - 1) as u64;
-    for _ in 0..n {
-        if nacc < MAX_LEN {
-            while nacc <= 56 {
-                let b = data.get(pos).copied().unwrap_or(0);
-                acc |= (b as u64) << nacc;
-                nacc += 8;
-                pos += 1;
-            }
+    // Bits not yet consumed, LSB first: `nacc` of them are valid, and
+    // `pos` bytes of `data` (then zeros past its end) were taken in.
+    let (mut acc, mut nacc, mut pos) = (0u64, 0u32, 0usize);
+    // A slot of no code has length 0: it consumes nothing, and is reported
+    // once the stream ends.
+    let mut bad = false;
+    let mut left = n;
+    // Four symbols a refill while eight bytes of data remain: one
+    // unaligned load tops the accumulator up to 56-63 valid bits (the
+    // bytes it takes only in part are taken again, whole, by the next
+    // load), enough for four codes of at most MAX_LEN bits.
+    const _: () = assert!(4 * MAX_LEN <= 56);
+    while left >= 4 && pos + 8 <= data.len() {
+        let word: [u8; 8] = data[pos..pos + 8].try_into().expect("eight bytes");
+        acc |= u64::from_le_bytes(word) << nacc;
+        pos += (63 - nacc as usize) >> 3;
+        nacc |= 56;
+        for _ in 0..4 {
+            let e = table[(acc & mask) as usize];
+            let l = (e >> 8) as u32;
+            bad |= l == 0;
+            out.push(W::from_u64((e & 0xFF) as u64));
+            acc >>= l;
+            nacc -= l;
+        }
+        left -= 4;
+    }
+    // The rest a byte and a symbol at a time, zeros past the end.
+    for _ in 0..left {
+        while nacc <= 56 {
+            let b = data.get(pos).copied().unwrap_or(0);
+            acc |= (b as u64) << nacc;
+            nacc += 8;
+            pos += 1;
         }
         let e = table[(acc & mask) as usize];
         let l = (e >> 8) as u32;
-        if l == 0 {
-            return Err(DecodeError::corrupt("huffman: invalid code"));
-        }
+        bad |= l == 0;
         out.push(W::from_u64((e & 0xFF) as u64));
         acc >>= l;
         nacc -= l;
-        consumed += l as u64;
     }
+    if bad {
+        return Err(DecodeError::corrupt("huffman: invalid code"));
+    }
+    let consumed = pos as u64 * 8 - nacc as u64;
+    let total_bits = data.len() as u64 * 8;
     if consumed > total_bits || total_bits - consumed >= 8 {
         return Err(DecodeError::corrupt("huffman: bit count mismatch"));
     }
@@ -491,6 +517,58 @@ mod tests {
             let c = [per; 256];
             let (data, table) = size_parts_bound(&c);
             assert!(data + table > 256 * per as usize, "{per}");
+        }
+    }
+
+    #[test]
+    fn decoding_four_codes_a_refill_gives_back_every_stream() {
+        // Lengths around the four-symbol steps and the eight-byte loads,
+        // one to 256 symbols, skewed (codes of 1 to 12 bits).
+        let mut st = 5u64;
+        let mut rnd = || {
+            st ^= st << 13;
+            st ^= st >> 7;
+            st ^= st << 17;
+            st
+        };
+        for n in (0..70).chain([1000, 4099, 40_000]) {
+            for alphabet in [1u64, 2, 40, 256] {
+                let syms: Vec<u8> = (0..n)
+                    .map(|_| {
+                        let r = rnd();
+                        (r % alphabet).min(r % 7 + (r >> 20) % 3) as u8
+                    })
+                    .collect();
+                let mut out: Vec<u8> = Vec::new();
+                decode(&encode(&syms), n, &mut out).unwrap();
+                assert!(out == syms, "n={n} alphabet={alphabet}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_slot_of_no_code_is_an_error_even_in_the_last_bits() {
+        // Two symbols of 2-bit codes (00 and 10 LSB first): the patterns
+        // 01 and 11 are no code. 400 symbols fill 100 bytes exactly, so a
+        // bad last code leaves the bit count right: only the slot tells.
+        let syms: Vec<u8> = (0..400).map(|i| (i % 3 == 0) as u8).collect();
+        // The symbol set {0, 1}, both lengths 2, 100 bytes of codes.
+        let mut coded = vec![2, 0, 0, 0x22, 100];
+        let data = coded.len();
+        coded.extend(syms.chunks(4).map(|q| {
+            q.iter()
+                .enumerate()
+                .map(|(i, &s)| s << (2 * i + 1))
+                .sum::<u8>()
+        }));
+        let mut out: Vec<u8> = Vec::new();
+        decode(&coded, 400, &mut out).unwrap();
+        assert_eq!(out, syms);
+        for at in [99, 50, 0] {
+            let mut bad = coded.clone();
+            bad[data + at] |= 0x40;
+            let mut out: Vec<u8> = Vec::new();
+            assert!(decode(&bad, 400, &mut out).is_err(), "byte {at}");
         }
     }
 
