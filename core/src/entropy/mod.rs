@@ -424,11 +424,13 @@ pub(crate) fn byte_field_counts(
     known
 }
 
-/// The order-0 counts of a literal's symbols `syms`: summed from its
-/// counts under a sibling when a caller knows those, else counted.
-fn order0_counts<W>(syms: &[u8], siblings: &[Sibling<'_, W>]) -> rans::Counts {
+/// The order-0 counts of a literal's symbols `syms` of `k` bits: summed
+/// from its counts under a sibling when a caller knows those, else
+/// counted (1-bit symbols by their sum).
+fn order0_counts<W>(syms: &[u8], k: u32, siblings: &[Sibling<'_, W>]) -> rans::Counts {
     match siblings.iter().find_map(|s| s.counts) {
         Some(known) => known.pooled(),
+        None if k <= 1 => rans::count_bits(syms),
         None => rans::count(syms, &Context::None),
     }
 }
@@ -575,7 +577,7 @@ pub fn encode_best<W: Word>(
         // Huffman's size is exact from its code lengths; rANS is encoded
         // only when its estimate is competitive. Only winners are encoded.
         let syms = to_bytes(words);
-        let counts0 = order0.insert(order0_counts(&syms, siblings));
+        let counts0 = order0.insert(order0_counts(&syms, k, siblings));
         // Huffman's size from its code lengths, unless a bound from the
         // counts shows it can neither win nor come under NEAR_RAW (the
         // decisions below are then those its exact size makes).
@@ -1033,7 +1035,7 @@ impl<'a, W: Word> Priced<'a, W> {
     /// The order-0 counts, counted once (or summed from a sibling's).
     fn order0(&mut self) -> &rans::Counts {
         if self.counts0.is_none() {
-            self.counts0 = Some(order0_counts(self.syms(), self.siblings));
+            self.counts0 = Some(order0_counts(self.syms(), self.k, self.siblings));
         }
         self.counts0.as_ref().expect("just counted")
     }
