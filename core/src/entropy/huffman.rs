@@ -367,6 +367,15 @@ pub(crate) fn decode<W: Word>(
     // A slot of no code has length 0: it consumes nothing, and is reported
     // once the stream ends.
     let mut bad = false;
+    // One code: its symbol out, its bits consumed.
+    let mut step = |acc: &mut u64, nacc: &mut u32| {
+        let e = table[(*acc & mask) as usize];
+        let l = (e >> 8) as u32;
+        bad |= l == 0;
+        out.push(W::from_u64((e & 0xFF) as u64));
+        *acc >>= l;
+        *nacc -= l;
+    };
     let mut left = n;
     // Four symbols a refill while eight bytes of data remain: one
     // unaligned load tops the accumulator up to 56-63 valid bits (the
@@ -379,12 +388,7 @@ pub(crate) fn decode<W: Word>(
         pos += (63 - nacc as usize) >> 3;
         nacc |= 56;
         for _ in 0..4 {
-            let e = table[(acc & mask) as usize];
-            let l = (e >> 8) as u32;
-            bad |= l == 0;
-            out.push(W::from_u64((e & 0xFF) as u64));
-            acc >>= l;
-            nacc -= l;
+            step(&mut acc, &mut nacc);
         }
         left -= 4;
     }
@@ -396,12 +400,7 @@ pub(crate) fn decode<W: Word>(
             nacc += 8;
             pos += 1;
         }
-        let e = table[(acc & mask) as usize];
-        let l = (e >> 8) as u32;
-        bad |= l == 0;
-        out.push(W::from_u64((e & 0xFF) as u64));
-        acc >>= l;
-        nacc -= l;
+        step(&mut acc, &mut nacc);
     }
     if bad {
         return Err(DecodeError::corrupt("huffman: invalid code"));
@@ -466,17 +465,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn many_symbols_of_small_weights_get_the_lengths_the_merging_gives() {
-        // Weights below 2^8 and 2^16 over more than 128 symbols take the
-        // counting sort, with ties; other alphabets the comparison sort.
-        let mut st = 7u64;
-        let mut rnd = || {
+    /// A xorshift generator from `seed` (not 0).
+    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+        let mut st = seed;
+        move || {
             st ^= st << 13;
             st ^= st >> 7;
             st ^= st << 17;
             st
-        };
+        }
+    }
+
+    #[test]
+    fn many_symbols_of_small_weights_get_the_lengths_the_merging_gives() {
+        // Weights below 2^8 and 2^16 over more than 128 symbols take the
+        // counting sort, with ties; other alphabets the comparison sort.
+        let mut rnd = xorshift(7);
         for round in 0..300 {
             let symbols = [129, 200, 256, 100, 40][round % 5];
             let top = [3, 255, 256, 4000, 65535, 1 << 20][(round / 5) % 6];
@@ -492,13 +496,7 @@ mod tests {
     fn the_size_bound_never_exceeds_the_size_and_rules_out_uniform_bytes() {
         // Alphabets from one symbol to all 256, flat to skewed, short to
         // long: the bound is below the exact size, part by part.
-        let mut st = 11u64;
-        let mut rnd = || {
-            st ^= st << 13;
-            st ^= st >> 7;
-            st ^= st << 17;
-            st
-        };
+        let mut rnd = xorshift(11);
         for round in 0..400 {
             let symbols = [1, 2, 3, 17, 129, 256][round % 6];
             let top = [1, 2, 40, 4000, 1 << 20][(round / 6) % 5];
@@ -524,13 +522,7 @@ mod tests {
     fn decoding_four_codes_a_refill_gives_back_every_stream() {
         // Lengths around the four-symbol steps and the eight-byte loads,
         // one to 256 symbols, skewed (codes of 1 to 12 bits).
-        let mut st = 5u64;
-        let mut rnd = || {
-            st ^= st << 13;
-            st ^= st >> 7;
-            st ^= st << 17;
-            st
-        };
+        let mut rnd = xorshift(5);
         for n in (0..70).chain([1000, 4099, 40_000]) {
             for alphabet in [1u64, 2, 40, 256] {
                 let syms: Vec<u8> = (0..n)
