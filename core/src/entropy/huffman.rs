@@ -213,7 +213,8 @@ fn table_bytes(np: usize, data: usize) -> usize {
 /// A lower bound of [`size_parts`] from the counts alone, without the code
 /// lengths: no prefix code takes fewer bits than the counts' entropy, and
 /// the table's size follows from the symbols present. It tells the literal
-/// chooser, at a tenth of the cost, that a stream of nearly uniform bytes
+/// chooser, at a seventh of the cost (3.2 against 22.5 thousand
+/// instructions a call on human-tfjs), that a stream of nearly uniform bytes
 /// (a float's low mantissa bytes) gains nothing from Huffman.
 pub(crate) fn size_parts_bound(counts: &[u32; 256]) -> (usize, usize) {
     let np = counts.iter().filter(|&&c| c > 0).count();
