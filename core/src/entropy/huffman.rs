@@ -183,14 +183,17 @@ fn canonical_codes(lens: &[u8; 256]) -> [u32; 256] {
     codes
 }
 
-/// Exact size of [`encode`]'s output for a stream with these counts,
-/// computed from the code lengths without encoding.
+/// Exact size of [`encode`]'s output for a stream with these counts
+/// (the choosers take [`price_or_bound`]).
+#[cfg(test)]
 pub(crate) fn exact_size(counts: &[u32; 256]) -> usize {
     let (data, table) = size_parts(counts);
     data + table
 }
 
-/// [`exact_size`] as (bytes of coded symbols, bytes of everything else).
+/// Exact size of [`encode`]'s output for a stream with these counts,
+/// computed from the code lengths without encoding, as (bytes of coded
+/// symbols, bytes of everything else).
 pub(crate) fn size_parts(counts: &[u32; 256]) -> (usize, usize) {
     let lens = code_lengths(counts);
     let np = lens.iter().filter(|&&l| l > 0).count();
@@ -225,6 +228,20 @@ pub(crate) fn size_parts_bound(counts: &[u32; 256]) -> (usize, usize) {
     let bits = (super::entropy_bits(counts) - 1.0).max(0.0);
     let data = (bits / 8.0).ceil() as usize;
     (data, table_bytes(np, data))
+}
+
+/// [`size_parts`] priced as `data + share * table`, or the same price of
+/// [`size_parts_bound`] when that is already at least `floor`: a caller
+/// that compares the price with `floor`, or anything below it, decides as
+/// the exact price would.
+pub(crate) fn price_or_bound(counts: &[u32; 256], share: f64, floor: f64) -> f64 {
+    let price = |(data, table): (usize, usize)| data as f64 + table as f64 * share;
+    let bound = price(size_parts_bound(counts));
+    if bound >= floor {
+        bound
+    } else {
+        price(size_parts(counts))
+    }
 }
 
 /// Bytes of the bitstream of symbols of `counts` in codes of `lens`.

@@ -581,20 +581,9 @@ pub fn encode_best<W: Word>(
         // Huffman's size from its code lengths, unless a bound from the
         // counts shows it can neither win nor come under NEAR_RAW (the
         // decisions below are then those its exact size makes).
-        let huff = {
-            let (data, table) = huffman::size_parts_bound(counts0.order0());
-            let bound = cost(Codec::Huffman, data + table, n, width);
-            if bound >= best.1 && bound >= raw_size as f64 * NEAR_RAW {
-                bound
-            } else {
-                cost(
-                    Codec::Huffman,
-                    huffman::exact_size(counts0.order0()),
-                    n,
-                    width,
-                )
-            }
-        };
+        let symbols = symbol_cost(Codec::Huffman, n, width);
+        let floor = best.1.max(raw_size as f64 * NEAR_RAW) - symbols;
+        let huff = huffman::price_or_bound(counts0.order0(), 1.0, floor) + symbols;
         // As price_best decides: see NEAR_RAW.
         let near_raw = huff >= raw_size as f64 * NEAR_RAW;
         if huff < best.1 {
@@ -922,23 +911,19 @@ impl<'a, W: Word> Priced<'a, W> {
             Codec::Raw => ((n * bytes_per_word(width)) as f64, Price::Exact),
             Codec::BitPack => ((1 + (n * self.k as usize).div_ceil(8)) as f64, Price::Exact),
             Codec::Huffman => {
-                let share = self.overhead;
-                let price = |(data, table): (usize, usize)| data as f64 + table as f64 * share;
-                // As encode_best: when a bound shows Huffman can neither be
+                // As encode_best: a bound that shows Huffman can neither be
                 // the cheapest nor come under NEAR_RAW (the cheapest so far
-                // is the flat codec, weighed first), that bound is its price
-                // (ranked as its exact price would be).
-                let bound = price(huffman::size_parts_bound(self.order0().order0()));
-                let raw = (n * bytes_per_word(width)) as f64;
-                let cost = bound + symbol_cost(c, n, width);
-                if self.as_best && cost >= self.cheapest() && bound >= raw * NEAR_RAW {
-                    (bound, Price::Exact)
-                } else {
-                    (
-                        price(huffman::size_parts(self.order0().order0())),
-                        Price::Exact,
-                    )
-                }
+                // is the flat codec, weighed first) is its price, ranked as
+                // its exact price would be.
+                let floor = match self.as_best {
+                    true => {
+                        let raw = (n * bytes_per_word(width)) as f64;
+                        self.cheapest().max(raw * NEAR_RAW) - symbol_cost(c, n, width)
+                    }
+                    false => f64::INFINITY,
+                };
+                let (share, counts) = (self.overhead, self.order0().order0());
+                (huffman::price_or_bound(counts, share, floor), Price::Exact)
             }
             Codec::Zstd => {
                 let raw = raw_bytes(self.words, width);
