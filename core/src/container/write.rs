@@ -531,17 +531,7 @@ fn encode_segments<W: Write + Seek>(
                     return Ok(Some((Shape::Generic, 0, None)));
                 }
                 let (bytes, words) = read_sample(src, d).map_err(|e| io(&label, e))?;
-                let t = Target {
-                    words: &words,
-                    le: Some(&bytes),
-                    width: d.width(),
-                    dtype: d.dtype,
-                    name: &d.name,
-                    rank: d.shape.len(),
-                    total_words: d.len / d.dtype.word_bytes() as u64,
-                    row: search::row_words(&d.shape),
-                    region: segment_region_words(d, opts.region_words, false),
-                };
+                let t = Target::of_segment(d, &bytes, &words, opts.region_words);
                 let syn = search::synthesize(&t, &prior, opts.budget);
                 Ok(Some((syn.shape, syn.judged, syn.node)))
             })

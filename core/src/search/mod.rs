@@ -93,6 +93,32 @@ pub struct Target<'a> {
     pub region: u64,
 }
 
+impl<'a> Target<'a> {
+    /// The target of tensor segment `d` from its sample (`bytes` as read by
+    /// [`crate::container::write::read_sample`], `words` the same words),
+    /// coded in regions of `region_words` (see
+    /// [`crate::container::write::segment_region_words`]). Compressing and
+    /// learning a prior search the same targets.
+    pub(crate) fn of_segment(
+        d: &'a crate::container::SegmentDesc,
+        bytes: &'a [u8],
+        words: &'a [u64],
+        region_words: u64,
+    ) -> Target<'a> {
+        Target {
+            words,
+            le: Some(bytes),
+            width: d.width(),
+            dtype: d.dtype,
+            name: &d.name,
+            rank: d.shape.len(),
+            total_words: d.len / d.dtype.word_bytes() as u64,
+            row: row_words(&d.shape),
+            region: crate::container::write::segment_region_words(d, region_words, false),
+        }
+    }
+}
+
 /// The search's answer.
 #[derive(Debug, Clone)]
 pub struct Synthesis {
@@ -877,21 +903,12 @@ impl Prior {
                 .map(|(fi, s)| {
                     let (bytes, words) = crate::container::write::read_sample(&opened[*fi], s)
                         .map_err(|e| EncodeError::io(files[*fi], e))?;
-                    let t = Target {
-                        words: &words,
-                        le: Some(&bytes),
-                        width: s.width(),
-                        dtype: s.dtype,
-                        name: &s.name,
-                        rank: s.shape.len(),
-                        total_words: s.len / s.dtype.word_bytes() as u64,
-                        row: row_words(&s.shape),
-                        region: crate::container::write::segment_region_words(
-                            s,
-                            crate::container::DEFAULT_REGION_WORDS,
-                            false,
-                        ),
-                    };
+                    let t = Target::of_segment(
+                        s,
+                        &bytes,
+                        &words,
+                        crate::container::DEFAULT_REGION_WORDS,
+                    );
                     let syn = synthesize(&t, &uniform, opts.budget);
                     Ok((productions_of(&t, &syn.shape), leaves_of(&t, &syn.shape)))
                 })
