@@ -343,6 +343,7 @@ mod tests {
     /// one no crate knows yet) is a bytes segment; the file still
     /// compresses, the other tensors keep theirs, and it round-trips.
     #[test]
+    #[cfg(feature = "search")]
     fn issue_14_unknown_dtypes_are_opaque_bytes() {
         let h = r#"{"__metadata__":{"format":"pt"},"a":{"dtype":"C64","shape":[64],"data_offsets":[0,512]},"b":{"dtype":"BF16","shape":[32,32],"data_offsets":[512,2560]},"c":{"dtype":"F8_E4M3FNUZ","shape":[3,5],"data_offsets":[2560,2575]},"d":{"dtype":"Q9_NEW","shape":[7],"data_offsets":[2575,2600]}}"#;
         let mut f = (h.len() as u64).to_le_bytes().to_vec();

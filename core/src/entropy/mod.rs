@@ -2070,6 +2070,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "search")]
     fn fields_of_one_byte_are_counted_from_its_histogram() {
         let words = skewed(9, 20_000, 60000);
         // Pairs of fields in one byte: 1+5+2 (3), 4+4 and 3+5 (1 each),
