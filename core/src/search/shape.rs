@@ -197,6 +197,9 @@ pub fn instantiate_le_bytes(shape: &Shape, bytes: &[u8], width: u8) -> Option<No
             children,
         });
     }
+    if *shape == Shape::Lit(Some(Codec::Raw)) {
+        return raw_of_le_bytes(bytes, width);
+    }
     let Shape::Merge(split, kids) = shape else {
         return None;
     };
@@ -205,6 +208,49 @@ pub fn instantiate_le_bytes(shape: &Shape, bytes: &[u8], width: u8) -> Option<No
     }
     let parts = split.split_le_bytes(bytes)?;
     Some(merge_of_bytes(split, kids, parts, &Instantiate::default()))
+}
+
+/// A literal frozen raw (budget 0's float tensors, and any the search left
+/// raw), from the bytes of its words of `width` bits (16, 32 or 64): the
+/// node [`inst`] makes of the words (through [`lit_fixed`]) where it
+/// makes it raw, that is where the words are not all equal, have no
+/// period, are at least 16, and neither fit a byte nor bit-pack smaller.
+/// Its payload is the bytes themselves: they are not widened to words and
+/// written back (on human-tfjs, budget 0's instructions beyond SHA-256 fell
+/// from 2.8 to 2.25 G). `None` where `inst` may code the words otherwise.
+fn raw_of_le_bytes(bytes: &[u8], width: u8) -> Option<Node> {
+    fn of<const B: usize>(bytes: &[u8], width: u8) -> Option<Node> {
+        let (words, rest) = bytes.as_chunks::<B>();
+        let n = words.len();
+        if !rest.is_empty() || n < 16 || all_equal(words) || period(words).is_some() {
+            return None;
+        }
+        // The OR of the words (as `entropy::or_all`): their bit length.
+        let mut or = [0u8; B];
+        for w in words {
+            for (o, &b) in or.iter_mut().zip(w) {
+                *o |= b;
+            }
+        }
+        let mut max = [0u8; 8];
+        max[..B].copy_from_slice(&or);
+        let max = u64::from_le_bytes(max);
+        if max < 256 || entropy::flat_codec(n, max, width) != Codec::Raw {
+            return None;
+        }
+        Some(Node::Lit {
+            width,
+            n: n as u64,
+            codec: Codec::Raw,
+            payload: bytes.to_vec(),
+        })
+    }
+    match width {
+        16 => of::<2>(bytes, width),
+        32 => of::<4>(bytes, width),
+        64 => of::<8>(bytes, width),
+        _ => None,
+    }
 }
 
 /// Whether every child is a literal (or a hole, which becomes one).
@@ -634,6 +680,52 @@ fn lit_fixed<'a, W: Word>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn raw_literals_from_le_bytes_are_those_from_words() {
+        // Words of 16, 32 and 64 bits: noisy (raw), under 256, bit-packable,
+        // all equal, periodic, and too few; wherever the bytes give a node
+        // it is the one the words give, and they give it for noise.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut noise = |k: usize| -> Vec<u64> {
+            (0..k)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x
+                })
+                .collect()
+        };
+        let cfg = Instantiate::default();
+        let shape = Shape::Lit(Some(Codec::Raw));
+        for width in [16u8, 32, 64] {
+            let m = crate::dsl::mask(width);
+            let raw: Vec<u64> = noise(3001).iter().map(|w| w & m).collect();
+            let cases = [
+                (raw.clone(), true),
+                (raw.iter().map(|w| w & 0xff).collect(), false),
+                (raw.iter().map(|w| w & 0x3ff).collect(), false),
+                (vec![0x1234; 500], false),
+                (raw[..40].repeat(50), false),
+                (raw[..15].to_vec(), false),
+                (raw[..16].to_vec(), true),
+            ];
+            for (i, (words, fast)) in cases.into_iter().enumerate() {
+                let mut bytes = Vec::new();
+                crate::container::words_to_bytes(&words, width, &mut bytes);
+                let from_bytes = instantiate_le_bytes(&shape, &bytes, width);
+                assert_eq!(from_bytes.is_some(), fast, "width {width} case {i}");
+                if let Some(node) = from_bytes {
+                    assert_eq!(
+                        node,
+                        instantiate(&shape, &words, width, &cfg),
+                        "width {width} case {i}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn merges_cut_from_le_bytes_are_the_merges_cut_from_words() {
