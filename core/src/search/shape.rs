@@ -214,7 +214,7 @@ pub fn instantiate_le_bytes(shape: &Shape, bytes: &[u8], width: u8) -> Option<No
 /// raw), from the bytes of its words of `width` bits (16, 32 or 64): the
 /// node [`inst`] makes of the words (through [`lit_fixed`]) where it
 /// makes it raw, that is where the words are not all equal, have no
-/// period, are at least 16, and neither fit a byte nor bit-pack smaller.
+/// period, are at least 16, and [`fixed_candidates`] weighs raw alone.
 /// Its payload is the bytes themselves: they are not widened to words and
 /// written back (on human-tfjs, budget 0's instructions beyond SHA-256 fell
 /// from 2.8 to 2.25 G). `None` where `inst` may code the words otherwise.
@@ -235,7 +235,8 @@ fn raw_of_le_bytes(bytes: &[u8], width: u8) -> Option<Node> {
         let mut max = [0u8; 8];
         max[..B].copy_from_slice(&or);
         let max = u64::from_le_bytes(max);
-        if max < 256 || entropy::flat_codec(n, max, width) != Codec::Raw {
+        // (`lit_fixed` weighs raw alone: it encodes the words as they are.)
+        if fixed_candidates(Codec::Raw, n, max, width) != [Codec::Raw] {
             return None;
         }
         Some(Node::Lit {
@@ -614,6 +615,27 @@ fn byte_leaf(
 /// those is cheaper here; `sibling(i)` is the `Merge` sibling `i` (for the
 /// conditional coder) and `auto` the literal chooser when the frozen codec
 /// cannot code these words.
+/// The codecs [`lit_fixed`] weighs for `n` words of `width` bits whose OR
+/// is `max`, frozen `codec` (fitted) first. The frozen codec is the
+/// sample's winner; statistics drift between regions, so order-0 rANS,
+/// packed rANS (a whole region can pay for its byte table, and it codes
+/// 8 / width times fewer symbols) and the cheaper of bit-packed and raw
+/// are priced too.
+fn fixed_candidates(codec: Codec, n: usize, max: u64, width: u8) -> Vec<Codec> {
+    let mut codecs = vec![codec];
+    if max <= 255 && !codec.same_kind(Codec::Rans0) {
+        codecs.push(Codec::Rans0.fit(n));
+    }
+    if width <= 4 && !codec.same_kind(Codec::PackedRans0) {
+        codecs.push(Codec::PackedRans0.fit(entropy::symbols(Codec::PackedRans0, n, width)));
+    }
+    let flat = entropy::flat_codec(n, max, width);
+    if !codecs.contains(&flat) {
+        codecs.push(flat);
+    }
+    codecs
+}
+
 fn lit_fixed<'a, W: Word>(
     codec: Codec,
     words: &[W],
@@ -643,21 +665,7 @@ fn lit_fixed<'a, W: Word>(
     if (entropy_codec && max > 255) || (packed && width > 4) || n < 16 {
         return auto();
     }
-    // The frozen codec is the sample's winner; statistics drift between
-    // regions, so order-0 rANS, packed rANS (a whole region can pay for its
-    // byte table, and it codes 8 / width times fewer symbols) and the
-    // cheaper of bit-packed and raw are priced too.
-    let mut codecs = vec![codec];
-    if max <= 255 && !codec.same_kind(Codec::Rans0) {
-        codecs.push(Codec::Rans0.fit(n));
-    }
-    if width <= 4 && !codec.same_kind(Codec::PackedRans0) {
-        codecs.push(Codec::PackedRans0.fit(entropy::symbols(Codec::PackedRans0, n, width)));
-    }
-    let flat = entropy::flat_codec(n, max, width);
-    if !codecs.contains(&flat) {
-        codecs.push(flat);
-    }
+    let codecs = fixed_candidates(codec, n, max, width);
     let sibs: Vec<Sibling<'_, W>> = sibling
         .zip(codec.sibling())
         .map(|(words, index)| Sibling {
