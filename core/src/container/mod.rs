@@ -559,7 +559,6 @@ pub(crate) fn xxh3(bytes: &[u8]) -> u64 {
 }
 
 /// Words to their little-endian bytes (`width` in 8, 16, 32, 64).
-#[cfg(feature = "search")]
 pub(crate) fn words_to_bytes(words: &[u64], width: u8, out: &mut Vec<u8>) {
     // Other widths take all eight bytes.
     let bpw = match width as usize / 8 {

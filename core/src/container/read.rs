@@ -10,7 +10,7 @@ use super::{
     ArchiveInfo, DecompressOptions, DecompressReport, PREAMBLE_LEN, Preamble, Segment, SegmentKind,
     pool, read_table, xxh3,
 };
-use crate::dsl::exec::{NoRefs, Resolver, execute_bytes};
+use crate::dsl::exec::{NoRefs, Resolver, execute_into_bytes};
 use crate::dsl::{Node, wire};
 use crate::error::DecodeError;
 
@@ -200,9 +200,9 @@ impl<R: ReadAt> Archive<R> {
                 archive: self,
                 current: s,
             };
-            execute_bytes(&node, &refs, width)?
+            execute_into_bytes(node, &refs, width)?
         } else {
-            execute_bytes(&node, &NoRefs, width)?
+            execute_into_bytes(node, &NoRefs, width)?
         };
         if xxh3(&bytes) != seg.regions[r].checksum {
             return Err(DecodeError::Checksum {

@@ -1,6 +1,7 @@
 //! The interpreter: executes a program to exactly its words.
 
 use super::{MapOp, Node, ScanOp, mask};
+use crate::entropy::Codec;
 use crate::error::DecodeError;
 
 /// Supplies the words a [`Node::Ref`] names.
@@ -42,12 +43,33 @@ pub fn execute_bytes(node: &Node, refs: &dyn Resolver, width: u8) -> Result<Vec<
         return r;
     }
     let words = execute(node, refs)?;
-    let bpw = width as usize / 8;
-    let mut out = Vec::with_capacity(words.len() * bpw);
-    for w in words {
-        out.extend_from_slice(&w.to_le_bytes()[..bpw]);
-    }
+    let mut out = Vec::new();
+    crate::container::words_to_bytes(&words, width, &mut out);
     Ok(out)
+}
+
+/// [`execute_bytes`], taking the program: a raw literal of `width`-bit
+/// words (what `--budget 0` writes for a float tensor, and what the search
+/// leaves raw) is its own payload, handed over without a copy.
+pub fn execute_into_bytes(
+    node: Node,
+    refs: &dyn Resolver,
+    width: u8,
+) -> Result<Vec<u8>, DecodeError> {
+    match node {
+        Node::Lit {
+            width: w,
+            n,
+            codec: Codec::Raw,
+            payload,
+        } if w == width && matches!(width, 8 | 16 | 32 | 64) => {
+            if n.checked_mul(width as u64 / 8) != Some(payload.len() as u64) {
+                return Err(DecodeError::corrupt("raw literal: wrong length"));
+            }
+            Ok(payload)
+        }
+        node => execute_bytes(&node, refs, width),
+    }
 }
 
 /// A leaf of at most 8 bits decoded as bytes, or `None` if not such a leaf.
@@ -546,6 +568,44 @@ mod tests {
         };
         let fast = execute_bytes(&node, &NoRefs, 8).unwrap();
         assert_eq!(fast, bytes.iter().map(|&b| b as u8).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn raw_literals_decode_to_their_payload() {
+        for w in [8u8, 16, 32, 64] {
+            let words: Vec<u64> = (0..1000u64)
+                .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask(w))
+                .collect();
+            let bytes: Vec<u8> = words
+                .iter()
+                .flat_map(|x| x.to_le_bytes()[..w as usize / 8].to_vec())
+                .collect();
+            let raw = |payload: Vec<u8>| Node::Lit {
+                width: w,
+                n: words.len() as u64,
+                codec: Codec::Raw,
+                payload,
+            };
+            assert_eq!(
+                execute_bytes(&raw(bytes.clone()), &NoRefs, w).unwrap(),
+                bytes
+            );
+            assert_eq!(
+                execute_into_bytes(raw(bytes.clone()), &NoRefs, w).unwrap(),
+                bytes
+            );
+            // A payload a byte short or long is corrupt, not a shorter or
+            // longer region.
+            for bad in [bytes[1..].to_vec(), [bytes.as_slice(), &[0]].concat()] {
+                assert!(execute_into_bytes(raw(bad), &NoRefs, w).is_err());
+            }
+            // Through the interpreter (words, then their bytes).
+            let node = Node::Concat {
+                width: w,
+                parts: vec![lit(&words[..500], w), lit(&words[500..], w)],
+            };
+            assert_eq!(execute_into_bytes(node, &NoRefs, w).unwrap(), bytes);
+        }
     }
 
     #[test]
