@@ -219,7 +219,7 @@ fn merge_words(streams: &[Vec<u8>], shifts: &[u32], bpw: usize) -> Option<Vec<u8
 }
 
 /// Deal `n` words back from the class streams (inverse of `dsl::deal`).
-fn interleave_into<W: Copy>(
+fn interleave_into<W: Copy + Default>(
     classes: &[u8],
     streams: &[Vec<W>],
     n: usize,
@@ -230,7 +230,7 @@ fn interleave_into<W: Copy>(
     if n == 0 {
         return Ok(());
     }
-    if classes.is_empty() || classes.iter().take(n).any(|&c| c as usize >= k) {
+    if classes.is_empty() || classes.iter().any(|&c| c as usize >= k) {
         return Err(short());
     }
     let want = super::deal_counts(n as u64, classes, k);
@@ -241,21 +241,21 @@ fn interleave_into<W: Copy>(
     {
         return Err(short());
     }
-    let runs = super::class_runs(classes);
-    let mut next = vec![0usize; k];
-    out.reserve(n);
-    let mut left = n;
-    while left > 0 {
-        for &(c, len) in &runs {
-            let len = len.min(left);
-            out.extend_from_slice(&streams[c][next[c]..next[c] + len]);
-            next[c] += len;
-            left -= len;
-            if left == 0 {
-                break;
-            }
-        }
-    }
+    let start = out.len();
+    out.resize(start + n, W::default());
+    let dst = &mut out[start..];
+    let layout = super::Periods::of(classes, k, std::mem::size_of::<W>());
+    layout.each(n, |(c, len, off, within), j, m| {
+        let per = layout.per[c];
+        super::copy_runs(
+            dst,
+            (j * layout.period + off, layout.period),
+            &streams[c],
+            (j * per + within, per),
+            len,
+            m,
+        );
+    });
     Ok(())
 }
 

@@ -419,26 +419,131 @@ pub enum Node {
 /// Split words by position class: stream `k` gets the words at positions
 /// `i` with `classes[i % period] == k`, in order (the encoder's decomposition
 /// of [`Node::Interleave`]).
-pub fn deal<W: Copy>(words: &[W], classes: &[u8], k: usize) -> Vec<Vec<W>> {
-    let p = classes.len().max(1);
-    let mut out: Vec<Vec<W>> = (0..k)
-        .map(|c| {
-            let per = classes.iter().filter(|&&x| x as usize == c).count();
-            Vec::with_capacity(words.len() / p * per + per)
-        })
+pub fn deal<W: Copy + Default>(words: &[W], classes: &[u8], k: usize) -> Vec<Vec<W>> {
+    let mut out: Vec<Vec<W>> = deal_counts(words.len() as u64, classes, k)
+        .into_iter()
+        .map(|n| vec![W::default(); n as usize])
         .collect();
-    let runs = class_runs(classes);
-    for block in words.chunks(p) {
-        let mut start = 0;
-        for &(c, len) in &runs {
-            if start >= block.len() {
-                break;
-            }
-            out[c].extend_from_slice(&block[start..(start + len).min(block.len())]);
-            start += len;
+    if classes.is_empty() {
+        return out;
+    }
+    let layout = Periods::of(classes, k, std::mem::size_of::<W>());
+    layout.each(words.len(), |(c, len, off, within), j, m| {
+        let per = layout.per[c];
+        copy_runs(
+            &mut out[c],
+            (j * per + within, per),
+            words,
+            (j * layout.period + off, layout.period),
+            len,
+            m,
+        );
+    });
+    out
+}
+
+/// Where each run of a period's classes lies, for dealing words to their
+/// class streams and back a column of periods at a time: a run's words in
+/// successive periods are `period` apart in the words and `per[class]`
+/// apart in its stream, so each run is copied with its length known, for
+/// a block of periods that stays in the L1 cache. (Period by period, run
+/// by run, every run was a copy of its own: 0.4-1.0 ns a byte for GGUF
+/// blocks of 1-, 4- and 12-byte fields, against 0.2-0.5.)
+pub(crate) struct Periods {
+    /// `(class, length, offset in the period, offset in the class's share
+    /// of the period)` of each run.
+    runs: Vec<(usize, usize, usize, usize)>,
+    /// Words of each class in a period.
+    per: Vec<usize>,
+    period: usize,
+    /// Periods a block.
+    block: usize,
+}
+
+impl Periods {
+    /// The layout of `classes` (not empty; each below `k`) for words of
+    /// `word_bytes` bytes.
+    pub(crate) fn of(classes: &[u8], k: usize, word_bytes: usize) -> Self {
+        let mut per = vec![0usize; k];
+        let mut runs = Vec::new();
+        let mut off = 0;
+        for (c, len) in class_runs(classes) {
+            runs.push((c, len, off, per[c]));
+            per[c] += len;
+            off += len;
+        }
+        let period = classes.len();
+        let block = (16 << 10) / (period * word_bytes.max(1)).max(1);
+        Periods {
+            runs,
+            per,
+            period,
+            block: block.max(1),
         }
     }
-    out
+
+    /// Calls `f(run, first period, periods)` for the whole periods of `n`
+    /// words, a block at a time, then `f(run, n / period, 1)` with each
+    /// run cut short by the end for the part period left.
+    fn each(&self, n: usize, mut f: impl FnMut((usize, usize, usize, usize), usize, usize)) {
+        let full = n / self.period;
+        let mut j = 0;
+        while j < full {
+            let m = self.block.min(full - j);
+            for &r in &self.runs {
+                f(r, j, m);
+            }
+            j += m;
+        }
+        let rest = n - full * self.period;
+        for &(c, len, off, within) in &self.runs {
+            if off >= rest {
+                break;
+            }
+            f((c, len.min(rest - off), off, within), full, 1);
+        }
+    }
+}
+
+/// `m` runs of `len` words: the one at `s0 + j * ss` in `src` to `d0 + j *
+/// ds` in `dst`, for `j < m`. Lengths of GGUF block fields are copied as
+/// fixed-size arrays (one move each, not a call to copy a few bytes).
+fn copy_runs<W: Copy>(
+    dst: &mut [W],
+    (d0, ds): (usize, usize),
+    src: &[W],
+    (s0, ss): (usize, usize),
+    len: usize,
+    m: usize,
+) {
+    #[inline(always)]
+    fn fixed<W: Copy, const L: usize>(
+        dst: &mut [W],
+        (d0, ds): (usize, usize),
+        src: &[W],
+        (s0, ss): (usize, usize),
+        m: usize,
+    ) {
+        for j in 0..m {
+            let d: &mut [W; L] = (&mut dst[d0 + j * ds..][..L]).try_into().expect("L words");
+            *d = src[s0 + j * ss..][..L].try_into().expect("L words");
+        }
+    }
+    let (d, s) = ((d0, ds), (s0, ss));
+    match len {
+        1 => fixed::<W, 1>(dst, d, src, s, m),
+        2 => fixed::<W, 2>(dst, d, src, s, m),
+        4 => fixed::<W, 4>(dst, d, src, s, m),
+        8 => fixed::<W, 8>(dst, d, src, s, m),
+        12 => fixed::<W, 12>(dst, d, src, s, m),
+        16 => fixed::<W, 16>(dst, d, src, s, m),
+        32 => fixed::<W, 32>(dst, d, src, s, m),
+        _ => {
+            for j in 0..m {
+                dst[d0 + j * ds..][..len].copy_from_slice(&src[s0 + j * ss..][..len]);
+            }
+        }
+    }
 }
 
 /// The runs of one class within a period, `(class, length)` in order: block
@@ -623,6 +728,75 @@ impl fmt::Display for Node {
 mod tests {
     use super::*;
     use crate::dtype::Dtype;
+
+    /// `deal` by its definition: stream `k` gets the words at positions `i`
+    /// with `classes[i % period] == k`, in order.
+    fn deal_by_definition<W: Copy>(words: &[W], classes: &[u8], k: usize) -> Vec<Vec<W>> {
+        let mut out = vec![Vec::new(); k];
+        for (i, &w) in words.iter().enumerate() {
+            out[classes[i % classes.len()] as usize].push(w);
+        }
+        out
+    }
+
+    #[test]
+    fn blocks_deal_and_interleave_by_their_definition() {
+        // GGUF layouts (Q8_0, Q5_0, Q4_K, Q6_K: runs of 1, 4, 12, 16, 32,
+        // 64 and 128 words), one of no repeated class, one of scattered
+        // classes; word counts of several blocks of periods and a part
+        // period, of one part period, and of none.
+        let runs = |fields: &[(u8, usize)]| -> Vec<u8> {
+            fields
+                .iter()
+                .flat_map(|&(c, n)| std::iter::repeat_n(c, n))
+                .collect()
+        };
+        let layouts = [
+            runs(&[(0, 1), (1, 1), (2, 32)]),
+            runs(&[(0, 1), (1, 1), (2, 4), (3, 16)]),
+            runs(&[(0, 1), (1, 1), (2, 1), (3, 1), (4, 12), (5, 128)]),
+            runs(&[(0, 128), (1, 64), (2, 16), (3, 1), (4, 1)]),
+            vec![0, 1, 2, 3, 4],
+            vec![0, 1, 0, 2, 2, 1, 0, 3, 3, 3, 1],
+        ];
+        for classes in &layouts {
+            let k = *classes.iter().max().unwrap() as usize + 1;
+            for n in [70_001, classes.len() - 1, 0] {
+                let words: Vec<u64> = (0..n as u64)
+                    .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56)
+                    .collect();
+                let parts = deal(&words, classes, k);
+                assert_eq!(
+                    parts,
+                    deal_by_definition(&words, classes, k),
+                    "{classes:?} {n}"
+                );
+                let bytes: Vec<u8> = words.iter().map(|&w| w as u8).collect();
+                let byte_parts = deal(&bytes, classes, k);
+                assert_eq!(byte_parts, deal_by_definition(&bytes, classes, k));
+                if n == 0 {
+                    continue;
+                }
+                let lits = |w: u8| -> Vec<Node> {
+                    parts
+                        .iter()
+                        .map(|p| Node::lit(p, w, &crate::entropy::LitOptions::default()))
+                        .collect()
+                };
+                let node = Node::Interleave {
+                    classes: classes.clone(),
+                    children: lits(8),
+                };
+                let refs = &exec::NoRefs;
+                assert_eq!(exec::execute_bytes(&node, refs, 8).unwrap(), bytes);
+                let node = Node::Interleave {
+                    classes: classes.clone(),
+                    children: lits(16),
+                };
+                assert_eq!(exec::execute(&node, refs).unwrap(), words);
+            }
+        }
+    }
 
     #[test]
     fn fields_cut_from_bytes_match_fields_cut_from_words() {
