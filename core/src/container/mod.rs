@@ -554,6 +554,20 @@ pub fn open(path: &Path) -> Result<Archive<std::fs::File>, DecodeError> {
     })
 }
 
+/// A safetensors file of one f16 tensor, `w`, of these bytes (for tests).
+#[cfg(all(test, feature = "search"))]
+pub(crate) fn f16_file(tensor: &[u8]) -> Vec<u8> {
+    let n = tensor.len() / 2;
+    let header = format!(
+        r#"{{"w":{{"dtype":"F16","shape":[{n}],"data_offsets":[0,{}]}}}}"#,
+        2 * n
+    );
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(header.as_bytes());
+    file.extend_from_slice(tensor);
+    file
+}
+
 pub(crate) fn xxh3(bytes: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(bytes)
 }

@@ -510,13 +510,7 @@ mod tests {
                 ((h >> 54) as u16 | (12 + (h >> 40) as u16 % 4) << 10).to_le_bytes()
             })
             .collect();
-        let header = format!(
-            r#"{{"w":{{"dtype":"F16","shape":[{n}],"data_offsets":[0,{}]}}}}"#,
-            2 * n
-        );
-        let mut file = (header.len() as u64).to_le_bytes().to_vec();
-        file.extend_from_slice(header.as_bytes());
-        file.extend_from_slice(&tensor);
+        let file = super::super::f16_file(&tensor);
         let opts = crate::CompressOptions::default()
             .region_words(1024)
             .whole_file(false)

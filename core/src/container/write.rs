@@ -929,13 +929,7 @@ mod tests {
         let tensor: Vec<u8> = (0..n as u64)
             .flat_map(|i| ((((i * 2_654_435_761) >> 7) & 0x3ff) as u16 | 14 << 10).to_le_bytes())
             .collect();
-        let header = format!(
-            r#"{{"w":{{"dtype":"F16","shape":[{n}],"data_offsets":[0,{}]}}}}"#,
-            2 * n
-        );
-        let mut file = (header.len() as u64).to_le_bytes().to_vec();
-        file.extend_from_slice(header.as_bytes());
-        file.extend_from_slice(&tensor);
+        let file = super::super::f16_file(&tensor);
         for threads in [1, 2] {
             let src = Watched(file.clone(), Default::default());
             let opts = CompressOptions::default()
