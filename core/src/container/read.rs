@@ -300,9 +300,9 @@ impl<R: ReadAt> Archive<R> {
     }
 
     /// Decode everything into `out`, in order, regions in parallel with
-    /// memory bounded by threads x region size ([`QUEUED`] + 2 batches in
-    /// flight: this thread hashes and writes one while the pool decodes the
-    /// next ones); verify length and SHA-256.
+    /// memory bounded by threads x region size (with two threads or more,
+    /// four batches in flight: this thread hashes and writes one while the
+    /// pool decodes the next ones); verify length and SHA-256.
     pub fn decode_to(
         &self,
         out: &mut dyn Write,
