@@ -449,7 +449,7 @@ pub fn deal<W: Copy + Default>(words: &[W], classes: &[u8], k: usize) -> Vec<Vec
 /// a block of periods that stays in the L1 cache. (Period by period, run
 /// by run, every run was a copy of its own: 0.4-1.0 ns a byte for GGUF
 /// blocks of 1-, 4- and 12-byte fields, against 0.2-0.5.)
-pub(crate) struct Periods {
+struct Periods {
     /// `(class, length, offset in the period, offset in the class's share
     /// of the period)` of each run.
     runs: Vec<(usize, usize, usize, usize)>,
@@ -463,7 +463,7 @@ pub(crate) struct Periods {
 impl Periods {
     /// The layout of `classes` (not empty; each below `k`) for words of
     /// `word_bytes` bytes.
-    pub(crate) fn of(classes: &[u8], k: usize, word_bytes: usize) -> Self {
+    fn of(classes: &[u8], k: usize, word_bytes: usize) -> Self {
         let mut per = vec![0usize; k];
         let mut runs = Vec::new();
         let mut off = 0;

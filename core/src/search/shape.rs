@@ -610,11 +610,6 @@ fn byte_leaf(
     }
 }
 
-/// A literal in the codec the search froze (fitted to this region's
-/// length), or order-0 rANS, packed rANS, bit-packed or raw when one of
-/// those is cheaper here; `sibling(i)` is the `Merge` sibling `i` (for the
-/// conditional coder) and `auto` the literal chooser when the frozen codec
-/// cannot code these words.
 /// The codecs [`lit_fixed`] weighs for `n` words of `width` bits whose OR
 /// is `max`, frozen `codec` (fitted) first. The frozen codec is the
 /// sample's winner; statistics drift between regions, so order-0 rANS,
@@ -636,6 +631,11 @@ fn fixed_candidates(codec: Codec, n: usize, max: u64, width: u8) -> Vec<Codec> {
     codecs
 }
 
+/// A literal in the codec the search froze (fitted to this region's
+/// length), or order-0 rANS, packed rANS, bit-packed or raw when one of
+/// those is cheaper here; `sibling(i)` is the `Merge` sibling `i` (for the
+/// conditional coder) and `auto` the literal chooser when the frozen codec
+/// cannot code these words.
 fn lit_fixed<'a, W: Word>(
     codec: Codec,
     words: &[W],
