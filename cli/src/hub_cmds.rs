@@ -28,6 +28,10 @@ pub struct HubArgs {
     /// Files to transfer at once.
     #[arg(long, default_value_t = 4)]
     pub jobs: usize,
+    /// Keep a partial download when the disk fills, to resume it later
+    /// (by default it is removed so the disk is not left full).
+    #[arg(long, env = "BREVIS_KEEP_PARTIAL", value_parser = clap::builder::FalseyValueParser::new())]
+    pub keep_partial: bool,
 }
 
 impl HubArgs {
@@ -42,6 +46,7 @@ impl HubArgs {
     fn client(&self, ui: &Ui) -> Result<HubClient> {
         Ok(HubClient::new(self.endpoint(), self.token.clone())?
             .with_concurrency(self.jobs)
+            .with_keep_partial(self.keep_partial)
             .with_notes(notes(ui)))
     }
 
@@ -76,6 +81,7 @@ impl HubArgs {
         };
         Ok(HubClient::new(endpoint, token.map(String::from))?
             .with_concurrency(self.jobs)
+            .with_keep_partial(self.keep_partial)
             .with_notes(notes(ui))
             .with_token_hint(&hint))
     }
@@ -265,6 +271,25 @@ pub struct ServeArgs {
     /// LFS uploads larger than this many bytes use the multipart transfer.
     #[arg(long, default_value_t = 64 << 20, hide = true)]
     pub multipart_threshold: u64,
+    /// Files decoded on the fly at once (each takes a thread and about one
+    /// region of memory); further requests wait, then get 503.
+    #[arg(long, default_value_t = brevis_hub::server::limits::MAX_DECODED_STREAMS)]
+    pub max_decoded_streams: usize,
+    /// Open connections allowed from one client address.
+    #[arg(long, default_value_t = brevis_hub::server::limits::MAX_CONNECTIONS_PER_ADDR)]
+    pub max_connections_per_addr: usize,
+    /// Open connections allowed in all.
+    #[arg(long, default_value_t = brevis_hub::server::limits::MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// How long a request for a decoded file waits for a slot (ms).
+    #[arg(long, hide = true)]
+    pub decode_queue_wait_ms: Option<u64>,
+    /// How long a request body may send nothing (ms).
+    #[arg(long, hide = true)]
+    pub body_idle_timeout_ms: Option<u64>,
+    /// How long a download may wait for its client to take bytes (ms).
+    #[arg(long, hide = true)]
+    pub send_stall_timeout_ms: Option<u64>,
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -438,7 +463,23 @@ pub fn pull(a: PullArgs, ui: &Ui) -> Result<Outcome> {
 pub fn serve(a: ServeArgs, ui: &Ui) -> Result<Outcome> {
     let mut opts = ServerOptions::new(a.root.clone())
         .tree_page_size(a.tree_page_size)
-        .multipart(a.multipart_threshold, 16 << 20);
+        .multipart(a.multipart_threshold, 16 << 20)
+        .limits({
+            let ms = std::time::Duration::from_millis;
+            let mut l = brevis_hub::server::Limits::default()
+                .max_decoded_streams(a.max_decoded_streams)
+                .connections(a.max_connections, a.max_connections_per_addr);
+            if let Some(t) = a.decode_queue_wait_ms {
+                l = l.decode_queue_wait(ms(t));
+            }
+            if let Some(t) = a.body_idle_timeout_ms {
+                l = l.body_idle_timeout(ms(t));
+            }
+            if let Some(t) = a.send_stall_timeout_ms {
+                l = l.send_stall_timeout(ms(t));
+            }
+            l
+        });
     for t in &a.tokens {
         opts = opts.token(t.clone());
     }
@@ -451,8 +492,9 @@ pub fn serve(a: ServeArgs, ui: &Ui) -> Result<Outcome> {
         let (repo, dir) = s
             .split_once('=')
             .with_context(|| format!("--seed {s:?}: expected org/name=DIR"))?;
+        let repo = brevis_hub::ids::RepoId::parse(repo).with_context(|| format!("--seed {s:?}"))?;
         let oid = store
-            .seed(repo, std::path::Path::new(dir))
+            .seed(&repo, std::path::Path::new(dir))
             .with_context(|| format!("seeding {repo} from {dir}"))?;
         ui.note(format!("seeded {repo} at {oid} from {dir}"));
     }

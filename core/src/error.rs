@@ -49,6 +49,10 @@ pub enum DecodeError {
         /// Hash of the decoded bytes (hex).
         actual: String,
     },
+    /// Writing the decoded bytes to the caller's writer failed (callers
+    /// that know the writer's path report it as [`DecodeError::Io`]).
+    #[error("writing the decoded bytes: {0}")]
+    Write(std::io::Error),
     /// Reading or writing failed.
     #[error("{path}: {source}")]
     Io {
@@ -74,6 +78,10 @@ pub enum EncodeError {
         /// What is wrong.
         reason: String,
     },
+    /// Writing the decoded bytes to the caller's writer failed (callers
+    /// that know the writer's path report it as [`DecodeError::Io`]).
+    #[error("writing the decoded bytes: {0}")]
+    Write(std::io::Error),
     /// Reading or writing failed.
     #[error("{path}: {source}")]
     Io {

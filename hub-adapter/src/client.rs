@@ -69,6 +69,7 @@ pub struct HubClient {
     stall: Duration,
     notes: Option<ClientNotes>,
     token_hint: Arc<str>,
+    keep_partial: bool,
 }
 
 /// Where a token comes from, as a refused token's message names it.
@@ -281,6 +282,7 @@ impl HubClient {
             stall: STALL_TIMEOUT,
             notes: None,
             token_hint: Arc::from(DEFAULT_TOKEN_HINT),
+            keep_partial: false,
         })
     }
 
@@ -289,6 +291,14 @@ impl HubClient {
     /// second endpoint names its own option.
     pub fn with_token_hint(mut self, hint: &str) -> Self {
         self.token_hint = Arc::from(hint);
+        self
+    }
+
+    /// Keep a partial download (`.incomplete`) when writing it fails for
+    /// lack of space, so a later run can resume it; by default it is
+    /// removed, so a full disk is not left full.
+    pub fn with_keep_partial(mut self, keep: bool) -> Self {
+        self.keep_partial = keep;
         self
     }
 
@@ -657,6 +667,25 @@ impl HubClient {
         Ok(FileMetadata { commit, etag, size })
     }
 
+    /// The error for a failed write of the partial download `part`: on a
+    /// full disk the partial file is removed (unless asked to keep it), and
+    /// the message says which.
+    async fn write_failed(&self, part: &Path, e: std::io::Error) -> HubError {
+        if e.kind() != std::io::ErrorKind::StorageFull {
+            return HubError::io(part, e);
+        }
+        let what = if self.keep_partial {
+            "kept to resume once there is room"
+        } else {
+            let _ = tokio::fs::remove_file(part).await;
+            "removed so the disk is not left full (BREVIS_KEEP_PARTIAL=1 keeps it to resume)"
+        };
+        HubError::io(
+            part,
+            std::io::Error::new(e.kind(), format!("{e}: the partial download was {what}")),
+        )
+    }
+
     /// Download one file to `dst` atomically. A partial `dst.incomplete` left
     /// by an earlier run is resumed with `Range`; a dropped connection is
     /// resumed the same way. Size and hashes are checked against `expect`
@@ -786,9 +815,10 @@ impl HubClient {
                                 "more bytes than the expected size",
                             ));
                         }
-                        file.write_all(&c)
-                            .await
-                            .map_err(|e| HubError::io(&part, e))?;
+                        if let Err(e) = file.write_all(&c).await {
+                            drop(file);
+                            return Err(self.write_failed(&part, e).await);
+                        }
                         if let Some(h) = &mut hasher {
                             h.update(&c);
                         }
@@ -802,9 +832,14 @@ impl HubClient {
                     }
                 }
             }
-            file.flush().await.map_err(|e| HubError::io(&part, e))?;
-            file.sync_all().await.map_err(|e| HubError::io(&part, e))?;
+            let synced = match file.flush().await {
+                Ok(()) => file.sync_all().await,
+                Err(e) => Err(e),
+            };
             drop(file);
+            if let Err(e) = synced {
+                return Err(self.write_failed(&part, e).await);
+            }
             if stalled {
                 // Resumed from what arrived, like a dropped connection.
                 stalls += 1;

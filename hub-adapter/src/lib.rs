@@ -45,6 +45,7 @@ pub mod cache;
 pub mod client;
 pub mod error;
 pub mod hashing;
+pub mod ids;
 pub mod manifest;
 pub mod paths;
 pub mod pipeline;

@@ -40,14 +40,19 @@ pub fn check_revision(rev: &str) -> Result<()> {
         && !rev.contains("//")
         && rev
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/'));
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/'))
+        // As git's check-ref-format: no part starts with '.' or ends in
+        // `.lock` (a store keeps branches as files under those names).
+        && rev
+            .split('/')
+            .all(|p| !p.starts_with('.') && !p.ends_with(".lock"));
     if ok {
         Ok(())
     } else {
         Err(HubError::invalid(
             "revision",
             rev,
-            "use letters, digits, '.', '_', '-' and '/'",
+            "use letters, digits, '.', '_', '-' and '/' (no part starting with '.' or ending in '.lock')",
         ))
     }
 }

@@ -1836,7 +1836,10 @@ fn restore(
                     .threads(threads)
                     .progress(progress),
             )
-            .map_err(|e| codec_err_d(&f.path, e))?
+            .map_err(|e| match e {
+                brevis_core::DecodeError::Write(e) => HubError::io(dst, e),
+                e => codec_err_d(&f.path, e),
+            })?
             .sha256,
         ),
         Encoding::Identity => {

@@ -9,12 +9,12 @@ use brevis_hub::server::{self, ServerOptions, Store};
 use brevis_hub::{HubClient, HubError, MirrorOptions, PullOptions, RetryPolicy};
 use sha2::Digest;
 
-fn testdata() -> PathBuf {
+pub(crate) fn testdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata")
 }
 
 /// The small real checkpoint the hub tests mirror.
-fn seed_dir() -> PathBuf {
+pub(crate) fn seed_dir() -> PathBuf {
     let d = testdata().join("hub-seed");
     if d.is_dir() {
         d
@@ -23,7 +23,7 @@ fn seed_dir() -> PathBuf {
     }
 }
 
-fn any_addr() -> SocketAddr {
+pub(crate) fn any_addr() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
 }
 
@@ -33,25 +33,25 @@ fn fast_retry() -> RetryPolicy {
         .base_delay(std::time::Duration::from_millis(10))
 }
 
-fn client(url: &str, token: Option<&str>) -> HubClient {
+pub(crate) fn client(url: &str, token: Option<&str>) -> HubClient {
     HubClient::new(url, token.map(String::from))
         .unwrap()
         .with_retry(fast_retry())
 }
 
-fn sha_file(p: &Path) -> String {
+pub(crate) fn sha_file(p: &Path) -> String {
     hex::encode(sha2::Sha256::digest(std::fs::read(p).unwrap()))
 }
 
 /// Start a server over `root`, seeding `repo` from `dir` first.
-async fn serve(
+pub(crate) async fn serve(
     root: &Path,
     seeds: &[(&str, &Path)],
     opts: impl FnOnce(ServerOptions) -> ServerOptions,
 ) -> server::RunningServer {
     let store = Store::open(root).unwrap();
     for (repo, dir) in seeds {
-        store.seed(repo, dir).unwrap();
+        store.seed(&repo.parse().unwrap(), dir).unwrap();
     }
     server::start(opts(ServerOptions::new(root)), any_addr())
         .await
@@ -448,7 +448,9 @@ async fn mirror_sends_each_archive_while_the_next_is_compressed() {
             .join(format!("model-0000{i}-of-00003.safetensors.brv"));
         let h = brevis_hub::hashing::hash_file(&a, false).unwrap();
         assert!(
-            store.object_path(&h.sha256_hex()).is_file(),
+            store
+                .object_path(&h.sha256_hex().parse().unwrap())
+                .is_file(),
             "{}",
             a.display()
         );
@@ -558,7 +560,7 @@ async fn wrong_token_is_refused() {
 
 /// The CLI `bin` with HF_HOME `home`, and no token, endpoint, HF cache or
 /// work folder taken from the environment of the test run.
-fn cli(bin: &Path, home: &Path) -> std::process::Command {
+pub(crate) fn cli(bin: &Path, home: &Path) -> std::process::Command {
     let mut cmd = std::process::Command::new(bin);
     cmd.env("HF_HOME", home);
     for var in [
@@ -574,7 +576,7 @@ fn cli(bin: &Path, home: &Path) -> std::process::Command {
 }
 
 /// `target/<profile>/brevis-hub` next to this test binary, if it was built.
-fn cli_binary() -> Option<PathBuf> {
+pub(crate) fn cli_binary() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?.parent()?;
     let bin = dir.join(format!("brevis-hub{}", std::env::consts::EXE_SUFFIX));
@@ -753,7 +755,7 @@ async fn mirrored(tmp: &Path) -> (server::RunningServer, HubClient, String) {
 /// Remove the source repo `org/model` from the store: `serve` then answers
 /// for it decoded from its mirror, so there is no source to check a mirror
 /// against, and pull checks it against its manifest alone.
-fn forget_source(tmp: &Path) {
+pub(crate) fn forget_source(tmp: &Path) {
     std::fs::remove_dir_all(tmp.join("store/models/org/model")).unwrap();
 }
 
@@ -782,7 +784,7 @@ async fn mirror_archive_object(c: &HubClient, store: &Path) -> (String, PathBuf)
         .unwrap();
     let obj = Store::open(store)
         .unwrap()
-        .object_path(archive.lfs_sha256.as_deref().unwrap());
+        .object_path(&archive.lfs_sha256.as_deref().unwrap().parse().unwrap());
     (archive.path.clone(), obj)
 }
 
@@ -1471,7 +1473,7 @@ async fn evil_mirror(c: &HubClient, tmp: &Path, commit: &str) {
     std::fs::write(other.join("config.json"), b"{\"evil\": true}\n").unwrap();
     Store::open(&tmp.join("store"))
         .unwrap()
-        .seed("org/evil", &other)
+        .seed(&"org/evil".parse().unwrap(), &other)
         .unwrap();
     let mut mo = MirrorOptions::new("org/evil", tmp.join("work"));
     mo.dest = Some("org/evil-brevis".into());
@@ -1888,7 +1890,10 @@ async fn a_second_mirror_does_not_take_over_a_decoded_source() {
     brevis_hub::mirror(&c, &c, &copy).await.unwrap();
     let store = Store::open(&tmp.path().join("store")).unwrap();
     assert_eq!(
-        store.mirror_of("org/model").as_deref(),
+        store
+            .mirror_of(&"org/model".parse().unwrap())
+            .as_ref()
+            .map(|r| r.as_str()),
         Some("org/model-brevis")
     );
     // A stored source is no mirror's word.
@@ -2525,7 +2530,7 @@ async fn serve_answers_500_for_a_store_object_missing_on_disk() {
     let store = Store::open(&tmp.path().join("store")).unwrap();
     // A small file of the source and an archive of the mirror.
     let sha = sha_file(&seed_dir().join("config.json"));
-    std::fs::remove_file(store.object_path(&sha)).unwrap();
+    std::fs::remove_file(store.object_path(&sha.parse().unwrap())).unwrap();
     let (archive, obj) =
         mirror_archive_object(&client(&url, None), &tmp.path().join("store")).await;
     std::fs::remove_file(obj).unwrap();

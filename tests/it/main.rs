@@ -3,3 +3,4 @@ mod archive;
 mod cli;
 mod hub;
 mod regression;
+mod security;

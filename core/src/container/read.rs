@@ -331,15 +331,16 @@ impl<R: ReadAt> Archive<R> {
             for p in parts {
                 let p = p?;
                 sha.update(&p);
-                out.write_all(&p)
-                    .map_err(|e| DecodeError::io("<output>", e))?;
+                out.write_all(&p).map_err(DecodeError::Write)?;
                 written += p.len() as u64;
                 opts.progress.advance(p.len() as u64);
             }
             Ok(())
         };
         opts.progress.start("decompress", self.pre.original_len);
-        let batches = jobs.chunks(threads * 4);
+        // One thread decodes a region at a time (memory: one region); a
+        // pool takes batches of four regions a thread.
+        let batches = jobs.chunks(if threads < 2 { 1 } else { threads * 4 });
         if threads < 2 {
             for batch in batches {
                 emit(decode(batch))?;
@@ -473,7 +474,10 @@ pub fn decompress_file(
     let a = super::open(src)?;
     let tmp = crate::fsutil::TempFile::beside(dst).map_err(|e| DecodeError::io(dst, e))?;
     let mut w = crate::fsutil::buffered(tmp.file().map_err(|e| DecodeError::io(dst, e))?);
-    let report = a.decode_to(&mut w, opts)?;
+    let report = a.decode_to(&mut w, opts).map_err(|e| match e {
+        DecodeError::Write(e) => DecodeError::io(dst, e),
+        e => e,
+    })?;
     w.flush().map_err(|e| DecodeError::io(dst, e))?;
     drop(w);
     tmp.set_mode_from(src);

@@ -7,26 +7,38 @@
 //! ROOT/objects/<aa>/<sha256>                     every file's content, by SHA-256
 //! ROOT/sources/<org>/<name>.json                 {"mirror": repo}: served decoded
 //! ROOT/tmp/                                      uploads in flight
+//! ROOT/secret                                    the ticket key (owner-only)
+//! ROOT/lock                                      held by the one server using ROOT
 //! ```
 //! Objects are shared by all repos (content-addressed); commits are small
 //! JSON files listing every path with its size and hashes.
+//!
+//! Every path is built from a parsed identifier ([`RepoId`], [`Revision`],
+//! [`CommitId`], [`Oid`]), never from a string: a value that could climb out
+//! of the store cannot be one of those types. Records read back from disk
+//! are parsed into the same types, so a damaged or hand-edited commit file
+//! cannot name a path either.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sha1::Sha1;
-use sha2::{Digest, Sha256};
+use sha2::Digest as _;
 
 use crate::cache::write_atomic;
 use crate::error::{HubError, Result};
 use crate::hashing::{FileHashes, hash_file};
+use crate::ids::{BlobId, CommitId, Oid, RepoId, RepoPath, Revision};
 use crate::manifest::{MANIFEST_NAME, Manifest};
-use crate::paths::{check_repo_id, check_repo_path, check_revision};
 
 /// Files at least this large are stored with LFS (as on the Hub).
 pub const LFS_SIZE_THRESHOLD: u64 = 10 << 20;
+
+/// Largest commit record read back from disk.
+pub const MAX_COMMIT_RECORD: u64 = 256 << 20;
 
 /// One file in a commit.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -34,9 +46,9 @@ pub struct FileRec {
     /// Content length.
     pub size: u64,
     /// SHA-256 of the content (the object's name).
-    pub sha256: String,
+    pub sha256: Oid,
     /// Git blob id of the tree entry (pointer file for LFS).
-    pub git_oid: String,
+    pub git_oid: BlobId,
     /// Stored with LFS.
     pub lfs: bool,
 }
@@ -45,14 +57,15 @@ impl FileRec {
     /// A record for content with these hashes (which hold the git blob id
     /// when the file is regular).
     pub fn new(h: &FileHashes, lfs: bool) -> FileRec {
-        let sha = h.sha256_hex();
-        let git_oid = if lfs {
-            crate::hashing::git_blob_id(lfs_pointer(&sha, h.size).as_bytes())
-        } else {
-            h.git_oid
-                .clone()
-                .expect("a regular file is hashed with its blob id")
-        };
+        let sha = Oid::from_digest(&h.sha256);
+        if lfs {
+            return FileRec::lfs(sha, h.size);
+        }
+        let git_oid = h
+            .git_oid
+            .as_deref()
+            .and_then(|g| BlobId::parse(g).ok())
+            .expect("a regular file is hashed with its blob id");
         FileRec {
             size: h.size,
             sha256: sha,
@@ -60,18 +73,32 @@ impl FileRec {
             lfs,
         }
     }
+
+    /// A record for an LFS object: its tree entry is the pointer file.
+    pub fn lfs(sha256: Oid, size: u64) -> FileRec {
+        let pointer = lfs_pointer(&sha256, size);
+        let git_oid = BlobId::parse(&crate::hashing::git_blob_id(pointer.as_bytes()))
+            .expect("a SHA-1 is 40 hex digits");
+        FileRec {
+            size,
+            sha256,
+            git_oid,
+            lfs: true,
+        }
+    }
+
     /// The ETag of the file: SHA-256 for LFS, git blob id otherwise.
     pub fn etag(&self) -> &str {
         if self.lfs {
-            &self.sha256
+            self.sha256.as_str()
         } else {
-            &self.git_oid
+            self.git_oid.as_str()
         }
     }
 }
 
 /// The text of an LFS pointer file.
-pub fn lfs_pointer(sha256: &str, size: u64) -> String {
+pub fn lfs_pointer(sha256: &Oid, size: u64) -> String {
     format!("version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n")
 }
 
@@ -79,15 +106,15 @@ pub fn lfs_pointer(sha256: &str, size: u64) -> String {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Commit {
     /// Commit id.
-    pub oid: String,
+    pub oid: CommitId,
     /// Parent commit id.
-    pub parent: Option<String>,
+    pub parent: Option<CommitId>,
     /// Title.
     pub summary: String,
     /// Seconds since the epoch.
     pub time: u64,
     /// Every file.
-    pub files: BTreeMap<String, FileRec>,
+    pub files: BTreeMap<RepoPath, FileRec>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -145,6 +172,13 @@ pub struct Store {
     root: PathBuf,
 }
 
+/// The store's lock, held while a server uses it: one server a store, so a
+/// server starting may clear what a killed one left in `tmp/`.
+#[derive(Debug)]
+pub struct StoreLock {
+    _file: std::fs::File,
+}
+
 fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -154,6 +188,27 @@ fn now() -> u64 {
 
 fn io<T>(p: &Path, r: std::io::Result<T>) -> Result<T> {
     r.map_err(|e| HubError::io(p, e))
+}
+
+/// Read a small JSON record, refusing one larger than `limit`.
+fn read_record(p: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
+    let f = match std::fs::File::open(p) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(HubError::io(p, e)),
+    };
+    let mut out = Vec::new();
+    io(
+        p,
+        std::io::Read::read_to_end(&mut std::io::Read::take(f, limit + 1), &mut out),
+    )?;
+    if out.len() as u64 > limit {
+        return Err(HubError::io(
+            p,
+            std::io::Error::other(format!("record larger than {limit} bytes")),
+        ));
+    }
+    Ok(Some(out))
 }
 
 impl Store {
@@ -177,51 +232,81 @@ impl Store {
         self.root.join("tmp")
     }
 
-    /// A persistent secret for upload tickets.
-    pub fn secret(&self) -> Result<Vec<u8>> {
-        let p = self.root.join("secret");
-        if let Ok(s) = std::fs::read(&p)
-            && s.len() >= 32
-        {
-            return Ok(s);
-        }
-        let mut h = Sha256::new();
-        h.update(format!(
-            "{:?}{}{:?}",
-            std::time::SystemTime::now(),
-            std::process::id(),
-            self.root
-        ));
-        let v = [0u8; 1];
-        h.update(format!("{:p}", &v));
-        if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-            let mut b = [0u8; 32];
-            if std::io::Read::read_exact(&mut f, &mut b).is_ok() {
-                h.update(b);
-            }
-        }
-        let s = hex::encode(h.finalize()).into_bytes();
-        write_atomic(&p, &s)?;
-        Ok(s)
+    /// The file holding the ticket key.
+    pub fn secret_path(&self) -> PathBuf {
+        self.root.join("secret")
     }
 
-    fn repo_dir(&self, repo: &str) -> Result<PathBuf> {
-        check_repo_id(repo)?;
-        Ok(self.root.join("models").join(repo))
+    /// Take the store's lock (fails at once when another server holds it).
+    pub fn lock(&self) -> Result<StoreLock> {
+        let p = self.root.join("lock");
+        let f = io(
+            &p,
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&p),
+        )?;
+        match f.try_lock() {
+            Ok(()) => Ok(StoreLock { _file: f }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(HubError::io(
+                &p,
+                std::io::Error::other("another `brevis-hub serve` is using this store"),
+            )),
+            Err(std::fs::TryLockError::Error(e)) => Err(HubError::io(&p, e)),
+        }
+    }
+
+    /// Remove what uploads left in `tmp/` (temp files, parts of uploads
+    /// never completed): all of it when `older_than` is `None` (the server
+    /// starting, holding the lock), else what was last changed longer ago.
+    /// Returns how many entries were removed.
+    pub fn sweep_uploads(&self, older_than: Option<Duration>) -> usize {
+        let dir = self.tmp_dir();
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for e in entries.flatten() {
+            let Ok(meta) = e.metadata() else { continue };
+            let old = older_than.is_none_or(|age| {
+                meta.modified()
+                    .ok()
+                    .and_then(|m| m.elapsed().ok())
+                    .is_some_and(|e| e > age)
+            });
+            if !old {
+                continue;
+            }
+            let p = e.path();
+            let r = if meta.is_dir() {
+                std::fs::remove_dir_all(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+            removed += usize::from(r.is_ok());
+        }
+        removed
+    }
+
+    fn repo_dir(&self, repo: &RepoId) -> PathBuf {
+        self.root
+            .join("models")
+            .join(repo.namespace())
+            .join(repo.name())
     }
 
     /// Whether a repo is stored under this id in another case (repo ids are
     /// case-insensitive on the Hub).
-    pub fn stored_in_other_case(&self, repo: &str) -> bool {
-        let Some((org, name)) = repo.split_once('/') else {
-            return false;
-        };
+    pub fn stored_in_other_case(&self, repo: &RepoId) -> bool {
+        let (org, name) = (repo.namespace(), repo.name());
         let entries = |d: &Path| {
             std::fs::read_dir(d)
                 .into_iter()
                 .flatten()
                 .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter_map(|e| e.file_name().to_str().map(String::from))
                 .collect::<Vec<_>>()
         };
         let models = self.root.join("models");
@@ -232,28 +317,29 @@ impl Store {
                 entries(&models.join(o)).iter().any(|n| {
                     n.eq_ignore_ascii_case(name)
                         && (o != org || n != name)
-                        && models.join(o).join(n).join("repo.json").exists()
+                        && RepoId::from_parts(o, n).is_ok_and(|r| self.repo_private(&r).is_some())
                 })
             })
     }
 
     /// Whether a repo exists; `Some(private)` when it does.
-    pub fn repo_private(&self, repo: &str) -> Option<bool> {
-        let p = self.repo_dir(repo).ok()?.join("repo.json");
-        let text = std::fs::read(p).ok()?;
+    pub fn repo_private(&self, repo: &RepoId) -> Option<bool> {
+        let text = read_record(&self.repo_dir(repo).join("repo.json"), 64 << 10)
+            .ok()
+            .flatten()?;
         let m: RepoMeta = serde_json::from_slice(&text).ok()?;
         Some(m.private)
     }
 
     /// Create a repo with an empty first commit on `main`. `Ok(false)` if it exists.
-    pub fn create_repo(&self, repo: &str, private: bool) -> Result<bool> {
-        let dir = self.repo_dir(repo)?;
+    pub fn create_repo(&self, repo: &RepoId, private: bool) -> Result<bool> {
+        let dir = self.repo_dir(repo);
         if dir.join("repo.json").exists() {
             return Ok(false);
         }
         io(&dir, std::fs::create_dir_all(dir.join("commits")))?;
         let c = self.make_commit(repo, None, "initial commit", BTreeMap::new())?;
-        self.set_head(repo, "main", &c.oid)?;
+        self.set_head(repo, &Revision::main(), &c.oid)?;
         let meta = RepoMeta {
             private,
             created: now(),
@@ -266,21 +352,22 @@ impl Store {
     }
 
     /// The commit a branch points at.
-    pub fn head(&self, repo: &str, branch: &str) -> Result<Option<String>> {
-        check_revision(branch)?;
-        let p = self.repo_dir(repo)?.join("refs/heads").join(branch);
-        match std::fs::read_to_string(&p) {
-            Ok(s) => Ok(Some(s.trim().to_string())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(HubError::io(p, e)),
+    pub fn head(&self, repo: &RepoId, branch: &Revision) -> Result<Option<CommitId>> {
+        let p = self.repo_dir(repo).join("refs/heads").join(branch.as_str());
+        match read_record(&p, 1024)? {
+            None => Ok(None),
+            Some(t) => {
+                let t = String::from_utf8_lossy(&t);
+                CommitId::parse(t.trim()).map(Some)
+            }
         }
     }
 
     /// Every branch (`refs/heads/<name>`, names may hold `/`) and the
     /// commit it points at, sorted by name.
-    pub fn branches(&self, repo: &str) -> Result<Vec<(String, String)>> {
+    pub fn branches(&self, repo: &RepoId) -> Result<Vec<(Revision, CommitId)>> {
         let mut out = Vec::new();
-        let mut todo = vec![(self.repo_dir(repo)?.join("refs/heads"), String::new())];
+        let mut todo = vec![(self.repo_dir(repo).join("refs/heads"), String::new())];
         while let Some((dir, prefix)) = todo.pop() {
             let entries = match std::fs::read_dir(&dir) {
                 Ok(e) => e,
@@ -299,8 +386,10 @@ impl Store {
                 let full = format!("{prefix}{name}");
                 if io(&dir, e.file_type())?.is_dir() {
                     todo.push((e.path(), format!("{full}/")));
-                } else if let Some(oid) = self.head(repo, &full)? {
-                    out.push((full, oid));
+                } else if let Ok(branch) = Revision::parse(&full)
+                    && let Some(oid) = self.head(repo, &branch)?
+                {
+                    out.push((branch, oid));
                 }
             }
         }
@@ -309,48 +398,46 @@ impl Store {
     }
 
     /// Point a branch at a commit.
-    pub fn set_head(&self, repo: &str, branch: &str, oid: &str) -> Result<()> {
-        check_revision(branch)?;
-        let p = self.repo_dir(repo)?.join("refs/heads").join(branch);
-        write_atomic(&p, oid.as_bytes())
+    pub fn set_head(&self, repo: &RepoId, branch: &Revision, oid: &CommitId) -> Result<()> {
+        let p = self.repo_dir(repo).join("refs/heads").join(branch.as_str());
+        write_atomic(&p, oid.as_str().as_bytes())
+    }
+
+    fn commit_path(&self, repo: &RepoId, oid: &CommitId) -> PathBuf {
+        self.repo_dir(repo)
+            .join("commits")
+            .join(format!("{oid}.json"))
     }
 
     /// Read a commit by id.
-    pub fn commit(&self, repo: &str, oid: &str) -> Result<Option<Commit>> {
-        if oid.len() != 40 || !oid.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Ok(None);
-        }
-        let p = self
-            .repo_dir(repo)?
-            .join("commits")
-            .join(format!("{oid}.json"));
-        match std::fs::read(&p) {
-            Ok(t) => serde_json::from_slice(&t)
+    pub fn commit(&self, repo: &RepoId, oid: &CommitId) -> Result<Option<Commit>> {
+        let p = self.commit_path(repo, oid);
+        match read_record(&p, MAX_COMMIT_RECORD)? {
+            Some(t) => serde_json::from_slice(&t)
                 .map(Some)
                 .map_err(|e| HubError::io(&p, std::io::Error::other(e))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(HubError::io(p, e)),
+            None => Ok(None),
         }
     }
 
     /// Resolve a branch name or commit id.
-    pub fn resolve(&self, repo: &str, rev: &str) -> Result<Option<Commit>> {
-        if check_revision(rev).is_err() {
-            return Ok(None);
-        }
+    pub fn resolve(&self, repo: &RepoId, rev: &Revision) -> Result<Option<Commit>> {
         if let Some(oid) = self.head(repo, rev)? {
             return self.commit(repo, &oid);
         }
-        self.commit(repo, rev)
+        match rev.commit_id() {
+            Some(oid) => self.commit(repo, &oid),
+            None => Ok(None),
+        }
     }
 
     /// Write a new commit (not yet on any branch).
     pub fn make_commit(
         &self,
-        repo: &str,
-        parent: Option<&str>,
+        repo: &RepoId,
+        parent: Option<&CommitId>,
         summary: &str,
-        files: BTreeMap<String, FileRec>,
+        files: BTreeMap<RepoPath, FileRec>,
     ) -> Result<Commit> {
         let time = now();
         let mut h = Sha1::new();
@@ -359,23 +446,29 @@ impl Store {
             std::time::SystemTime::now()
         ));
         h.update(serde_json::to_vec(&files).unwrap_or_default());
-        let oid = hex::encode(h.finalize());
+        let oid = CommitId::from_digest(&h.finalize().into());
         let c = Commit {
             oid: oid.clone(),
-            parent: parent.map(String::from),
+            parent: parent.cloned(),
             summary: summary.to_string(),
             time,
             files,
         };
-        let p = self
-            .repo_dir(repo)?
-            .join("commits")
-            .join(format!("{oid}.json"));
-        write_atomic(&p, &serde_json::to_vec(&c).unwrap_or_default())?;
+        write_atomic(
+            &self.commit_path(repo, &oid),
+            &serde_json::to_vec(&c).unwrap_or_default(),
+        )?;
         if c.files.contains_key(MANIFEST_NAME) {
             self.index_mirror(repo, &c);
         }
         Ok(c)
+    }
+
+    fn source_record(&self, source: &RepoId) -> PathBuf {
+        self.root
+            .join("sources")
+            .join(source.namespace())
+            .join(format!("{}.json", source.name()))
     }
 
     /// Record that `repo` is a mirror of its manifest's source, so the source
@@ -383,14 +476,17 @@ impl Store {
     /// while its `main` still mirrors that source: another mirror naming
     /// the same source (a filtered copy, or anyone's claim) does not take
     /// its place.
-    fn index_mirror(&self, repo: &str, c: &Commit) {
+    fn index_mirror(&self, repo: &RepoId, c: &Commit) {
         let Some(m) = self.manifest_of(repo, c) else {
             return;
         };
-        if let Some(prev) = self.mirror_of(&m.source.repo)
-            && prev != repo
+        let Ok(source) = RepoId::parse(&m.source.repo) else {
+            return;
+        };
+        if let Some(prev) = self.mirror_of(&source)
+            && prev != *repo
             && self
-                .resolve(&prev, "main")
+                .resolve(&prev, &Revision::main())
                 .ok()
                 .flatten()
                 .and_then(|pc| self.manifest_of(&prev, &pc))
@@ -398,45 +494,51 @@ impl Store {
         {
             return;
         }
-        let p = self
-            .root
-            .join("sources")
-            .join(format!("{}.json", m.source.repo));
         let _ = write_atomic(
-            &p,
+            &self.source_record(&source),
             &serde_json::to_vec(&serde_json::json!({"mirror": repo})).unwrap_or_default(),
         );
     }
 
     /// The manifest in commit `c` of `repo`, if it holds a valid one.
-    fn manifest_of(&self, repo: &str, c: &Commit) -> Option<Manifest> {
+    pub fn manifest_of(&self, repo: &RepoId, c: &Commit) -> Option<Manifest> {
         let rec = c.files.get(MANIFEST_NAME)?;
-        let text = std::fs::read(self.object_path(&rec.sha256)).ok()?;
-        Manifest::from_json(&text, repo).ok()
+        let text = read_record(
+            &self.object_path(&rec.sha256),
+            crate::manifest::MAX_MANIFEST_LEN,
+        )
+        .ok()??;
+        Manifest::from_json(&text, repo.as_str()).ok()
     }
 
     /// The mirror repo that serves `source` decoded, if any.
-    pub fn mirror_of(&self, source: &str) -> Option<String> {
-        check_repo_id(source).ok()?;
-        let text = std::fs::read(self.root.join("sources").join(format!("{source}.json"))).ok()?;
+    pub fn mirror_of(&self, source: &RepoId) -> Option<RepoId> {
+        let text = read_record(&self.source_record(source), 64 << 10).ok()??;
         let v: serde_json::Value = serde_json::from_slice(&text).ok()?;
-        v.get("mirror")?.as_str().map(String::from)
+        RepoId::parse(v.get("mirror")?.as_str()?).ok()
     }
 
     /// Path of an object.
-    pub fn object_path(&self, sha256: &str) -> PathBuf {
-        let pre = sha256.get(..2).unwrap_or("00");
-        self.root.join("objects").join(pre).join(sha256)
+    pub fn object_path(&self, oid: &Oid) -> PathBuf {
+        self.root
+            .join("objects")
+            .join(oid.prefix())
+            .join(oid.as_str())
+    }
+
+    /// The folder of the parts of a multipart upload of `oid` in flight.
+    pub fn parts_dir(&self, oid: &Oid) -> PathBuf {
+        self.tmp_dir().join(format!("parts-{oid}"))
     }
 
     /// Whether an object exists with this size.
-    pub fn has_object(&self, sha256: &str, size: u64) -> bool {
-        std::fs::metadata(self.object_path(sha256)).is_ok_and(|m| m.len() == size)
+    pub fn has_object(&self, oid: &Oid, size: u64) -> bool {
+        std::fs::metadata(self.object_path(oid)).is_ok_and(|m| m.is_file() && m.len() == size)
     }
 
     /// Move a finished temp file into the objects (after checking its hash).
-    pub fn put_object_file(&self, tmp: &Path, sha256: &str) -> Result<()> {
-        let dst = self.object_path(sha256);
+    pub fn put_object_file(&self, tmp: &Path, oid: &Oid) -> Result<()> {
+        let dst = self.object_path(oid);
         if let Some(p) = dst.parent() {
             io(p, std::fs::create_dir_all(p))?;
         }
@@ -446,20 +548,20 @@ impl Store {
     /// Store bytes as an object; returns its hashes.
     pub fn put_object_bytes(&self, data: &[u8]) -> Result<FileHashes> {
         let h = crate::hashing::hash_bytes(data);
-        let sha = h.sha256_hex();
-        if !self.has_object(&sha, h.size) {
+        let oid = Oid::from_digest(&h.sha256);
+        if !self.has_object(&oid, h.size) {
             let mut tmp = io(&self.root, tempfile::NamedTempFile::new_in(self.tmp_dir()))?;
             let tp = tmp.path().to_path_buf();
             io(&tp, tmp.write_all(data))?;
             let (_, p) = tmp.keep().map_err(|e| HubError::io(&self.root, e.error))?;
-            self.put_object_file(&p, &sha)?;
+            self.put_object_file(&p, &oid)?;
         }
         Ok(h)
     }
 
     /// Commit the files of a local folder as `repo` (created if needed) on
     /// `main`, replacing its content. Nothing happens when it already matches.
-    pub fn seed(&self, repo: &str, dir: &Path) -> Result<String> {
+    pub fn seed(&self, repo: &RepoId, dir: &Path) -> Result<CommitId> {
         self.create_repo(repo, false)?;
         let mut files = BTreeMap::new();
         let mut stack = vec![dir.to_path_buf()];
@@ -483,13 +585,14 @@ impl Store {
                     })?
                     .to_string_lossy()
                     .replace('\\', "/");
-                check_repo_path(&rel)?;
+                let rel = RepoPath::parse(&rel)?;
                 let h = hash_file(&p, true)?;
-                let sha = h.sha256_hex();
-                if !self.has_object(&sha, h.size) {
-                    let tmp = self.tmp_dir().join(format!("seed-{sha}"));
-                    io(&tmp, std::fs::copy(&p, &tmp))?;
-                    self.put_object_file(&tmp, &sha)?;
+                let oid = Oid::from_digest(&h.sha256);
+                if !self.has_object(&oid, h.size) {
+                    let tmp = io(&self.root, tempfile::NamedTempFile::new_in(self.tmp_dir()))?;
+                    let (_, tp) = tmp.keep().map_err(|e| HubError::io(&self.root, e.error))?;
+                    io(&tp, std::fs::copy(&p, &tp))?;
+                    self.put_object_file(&tp, &oid)?;
                 }
                 let sample = {
                     let mut b = vec![0u8; 512];
@@ -498,13 +601,12 @@ impl Store {
                     b.truncate(n);
                     b
                 };
-                files.insert(
-                    rel.clone(),
-                    FileRec::new(&h, wants_lfs(&rel, h.size, &sample)),
-                );
+                let lfs = wants_lfs(rel.as_str(), h.size, &sample);
+                files.insert(rel, FileRec::new(&h, lfs));
             }
         }
-        let head = self.head(repo, "main")?;
+        let main = Revision::main();
+        let head = self.head(repo, &main)?;
         if let Some(h) = &head
             && let Some(c) = self.commit(repo, h)?
             && c.files == files
@@ -513,11 +615,47 @@ impl Store {
         }
         let c = self.make_commit(
             repo,
-            head.as_deref(),
+            head.as_ref(),
             &format!("Seed from {}", dir.display()),
             files,
         )?;
-        self.set_head(repo, "main", &c.oid)?;
+        self.set_head(repo, &main, &c.oid)?;
         Ok(c.oid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_commit_record_naming_a_path_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let repo = RepoId::parse("org/pub").unwrap();
+        store.create_repo(&repo, false).unwrap();
+        let head = store.head(&repo, &Revision::main()).unwrap().unwrap();
+        // What an older server let a commit write: an oid that is a path.
+        let p = store.commit_path(&repo, &head);
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        v["files"]["leak.bin"] = serde_json::json!({"size": 1, "sha256": "/etc/shadow",
+            "git_oid": "0000000000000000000000000000000000000000", "lfs": true});
+        std::fs::write(&p, v.to_string()).unwrap();
+        assert!(store.resolve(&repo, &Revision::main()).is_err());
+    }
+
+    #[test]
+    fn sweeping_removes_upload_leftovers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        std::fs::write(store.tmp_dir().join(".tmpABC"), b"x").unwrap();
+        let oid = Oid::parse(&"a".repeat(64)).unwrap();
+        std::fs::create_dir_all(store.parts_dir(&oid)).unwrap();
+        std::fs::write(store.parts_dir(&oid).join("00000001"), b"x").unwrap();
+        assert_eq!(store.sweep_uploads(Some(Duration::from_secs(3600))), 0);
+        assert_eq!(store.sweep_uploads(None), 2);
+        assert_eq!(std::fs::read_dir(store.tmp_dir()).unwrap().count(), 0);
+        let _lock = store.lock().unwrap();
+        assert!(store.lock().is_err(), "a second server on one store");
     }
 }

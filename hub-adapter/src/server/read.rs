@@ -1,0 +1,695 @@
+//! The read endpoints: revision info, refs, tree listing and `resolve`
+//! (files stored as they are, or decoded on the fly from a mirror).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderValue, Response, StatusCode, Uri};
+use futures_util::StreamExt as _;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
+
+use super::store::{self, Commit, FileRec};
+use super::{
+    Access, DECODED_FROM, Resp, STORE_DAMAGED, State, base_url, error, internal, json_resp,
+    query_param, repo_not_found, rev_not_found,
+};
+use crate::error::HubError;
+use crate::ids::{CommitId, Oid, RepoId, RepoPath, Revision};
+use crate::manifest::{Encoding, MANIFEST_NAME, Manifest};
+use crate::paths::{encode, is_commit_id};
+
+/// Bytes a download sends at a time; at most [`STREAM_QUEUE`] of them wait
+/// for a slow client.
+const STREAM_CHUNK: usize = 64 << 10;
+/// Chunks queued between a download's reader (or decoder) and its client.
+const STREAM_QUEUE: usize = 4;
+
+/// One file as served (stored or decoded from a mirror).
+struct ViewFile {
+    rec: FileRec,
+    /// Object to stream, or archive object to decode.
+    object: Oid,
+    decode: bool,
+}
+
+struct View {
+    repo: RepoId,
+    sha: CommitId,
+    private: bool,
+    time: u64,
+    files: BTreeMap<RepoPath, ViewFile>,
+    /// The mirror a source served decoded comes from (said to clients in
+    /// [`DECODED_FROM`]: its listing is that mirror's word, not a source's).
+    decoded_from: Option<RepoId>,
+}
+
+/// Where `repo`'s files come from, once the caller may see it.
+enum Served {
+    /// Its own commits in the store.
+    Stored {
+        /// Private repo.
+        private: bool,
+    },
+    /// A mirror's archives, decoded on the fly: the mirror's `main` and its
+    /// manifest, whose source is `repo`.
+    Decoded {
+        private: bool,
+        mirror_repo: RepoId,
+        mirror: Box<Commit>,
+        manifest: Box<Manifest>,
+    },
+}
+
+/// Find where `repo` is served from (404 when it is not, or the caller may
+/// not see it).
+fn served(st: &State, access: Access, repo: &RepoId) -> std::result::Result<Served, Resp> {
+    let hidden =
+        |private: bool| private && access == Access::Anonymous && !st.opts.tokens.is_empty();
+    if let Some(private) = st.store.repo_private(repo) {
+        if hidden(private) {
+            return Err(repo_not_found());
+        }
+        return Ok(Served::Stored { private });
+    }
+    // A source name that is a stored repo's in another case is not served
+    // decoded: a mirror naming `ORG/model` would stand for `org/model`
+    // where the HF cache's folders are case-insensitive (macOS).
+    if st.store.stored_in_other_case(repo) {
+        return Err(repo_not_found());
+    }
+    let mirror = st.store.mirror_of(repo).ok_or_else(repo_not_found)?;
+    let private = st.store.repo_private(&mirror).ok_or_else(repo_not_found)?;
+    if hidden(private) {
+        return Err(repo_not_found());
+    }
+    let c = st
+        .store
+        .resolve(&mirror, &Revision::main())
+        .map_err(internal)?
+        .ok_or_else(repo_not_found)?;
+    if !c.files.contains_key(MANIFEST_NAME) {
+        return Err(repo_not_found());
+    }
+    let manifest = st.store.manifest_of(&mirror, &c).ok_or_else(|| {
+        internal(HubError::Manifest {
+            repo: mirror.to_string(),
+            reason: "unreadable in the store".into(),
+        })
+    })?;
+    if manifest.source.repo != repo.as_str() {
+        return Err(repo_not_found());
+    }
+    Ok(Served::Decoded {
+        private,
+        mirror_repo: mirror,
+        mirror: Box::new(c),
+        manifest: Box::new(manifest),
+    })
+}
+
+/// The branches a decoded source repo answers to: `main` and the revision
+/// it was mirrored from (unless that is a commit id), all at its commit.
+fn decoded_branches(man: &Manifest) -> Vec<(String, String)> {
+    let mut names = vec!["main".to_string()];
+    if !is_commit_id(&man.source.revision) && man.source.revision != "main" {
+        names.push(man.source.revision.clone());
+    }
+    names.sort();
+    names
+        .into_iter()
+        .map(|n| (n, man.source.commit.clone()))
+        .collect()
+}
+
+/// Find what to serve for `repo` at `rev`.
+fn view(
+    st: &State,
+    access: Access,
+    repo: &RepoId,
+    rev: &Revision,
+) -> std::result::Result<View, Resp> {
+    let (private, mirror_repo, c, man) = match served(st, access, repo)? {
+        Served::Stored { private } => {
+            let c = st
+                .store
+                .resolve(repo, rev)
+                .map_err(internal)?
+                .ok_or_else(|| rev_not_found(rev.as_str()))?;
+            let files = c
+                .files
+                .into_iter()
+                .map(|(p, rec)| {
+                    let object = rec.sha256.clone();
+                    (
+                        p,
+                        ViewFile {
+                            rec,
+                            object,
+                            decode: false,
+                        },
+                    )
+                })
+                .collect();
+            return Ok(View {
+                repo: repo.clone(),
+                sha: c.oid,
+                private,
+                time: c.time,
+                files,
+                decoded_from: None,
+            });
+        }
+        Served::Decoded {
+            private,
+            mirror_repo,
+            mirror,
+            manifest,
+        } => (private, mirror_repo, mirror, manifest),
+    };
+    if rev != man.source.revision.as_str() && rev != man.source.commit.as_str() && rev != "main" {
+        return Err(rev_not_found(rev.as_str()));
+    }
+    let bad = |what: &str| {
+        internal(HubError::Manifest {
+            repo: mirror_repo.to_string(),
+            reason: format!("{what} is not valid"),
+        })
+    };
+    let mut files = BTreeMap::new();
+    for f in &man.files {
+        let Some(stored) = c.files.get(f.archive.as_str()) else {
+            continue;
+        };
+        let path = RepoPath::parse(&f.path).map_err(|_| bad("a path"))?;
+        let rec = FileRec {
+            size: f.size,
+            sha256: Oid::parse(&f.sha256).map_err(|_| bad("a sha256"))?,
+            git_oid: crate::ids::BlobId::parse(&f.git_oid).map_err(|_| bad("a git oid"))?,
+            lfs: f.lfs,
+        };
+        files.insert(
+            path,
+            ViewFile {
+                rec,
+                object: stored.sha256.clone(),
+                decode: f.encoding == Encoding::Brv,
+            },
+        );
+    }
+    Ok(View {
+        repo: repo.clone(),
+        sha: CommitId::parse(&man.source.commit).map_err(|_| bad("the source commit"))?,
+        private,
+        time: c.time,
+        files,
+        decoded_from: Some(mirror_repo),
+    })
+}
+
+/// `r` with [`DECODED_FROM`] when `v` is a source served decoded.
+fn mark_decoded(mut r: Resp, v: &View) -> Resp {
+    if let Some(m) = v
+        .decoded_from
+        .as_ref()
+        .and_then(|m| HeaderValue::from_str(m.as_str()).ok())
+    {
+        r.headers_mut().insert(DECODED_FROM, m);
+    }
+    r
+}
+
+/// `GET /api/models/{repo}/refs` (`huggingface_hub`'s `list_repo_refs`):
+/// the branches and the commits they point at; no tags or converts here,
+/// and `pullRequests` (none) when asked for with `include_prs`.
+pub(super) fn refs(st: &State, access: Access, repo: &RepoId, uri: &Uri) -> Resp {
+    let branches = match served(st, access, repo) {
+        Ok(Served::Stored { .. }) => match st.store.branches(repo) {
+            Ok(b) => b
+                .into_iter()
+                .map(|(n, c)| (n.to_string(), c.to_string()))
+                .collect(),
+            Err(e) => return internal(e),
+        },
+        Ok(Served::Decoded { manifest, .. }) => decoded_branches(&manifest),
+        Err(r) => return r,
+    };
+    let branches: Vec<Value> = branches
+        .into_iter()
+        .map(|(name, oid)| json!({"name": name, "ref": format!("refs/heads/{name}"), "targetCommit": oid}))
+        .collect();
+    let mut v = json!({"branches": branches, "tags": [], "converts": []});
+    if query_param(uri, "include_prs").is_some_and(|x| !matches!(x.as_str(), "" | "0" | "false")) {
+        v["pullRequests"] = json!([]);
+    }
+    json_resp(StatusCode::OK, &v)
+}
+
+fn iso_time(secs: u64) -> String {
+    // Civil date from days since the epoch (Howard Hinnant's algorithm).
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.000Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn pointer_size(rec: &FileRec) -> usize {
+    store::lfs_pointer(&rec.sha256, rec.size).len()
+}
+
+pub(super) fn info(st: &State, access: Access, repo: &RepoId, rev: &Revision) -> Resp {
+    let v = match view(st, access, repo, rev) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let siblings: Vec<Value> = v
+        .files
+        .iter()
+        .map(|(p, f)| {
+            let mut s = json!({"rfilename": p, "size": f.rec.size, "blobId": f.rec.git_oid});
+            if f.rec.lfs {
+                s["lfs"] = json!({"sha256": f.rec.sha256, "size": f.rec.size, "pointerSize": pointer_size(&f.rec)});
+            }
+            s
+        })
+        .collect();
+    let t = iso_time(v.time);
+    let r = json_resp(
+        StatusCode::OK,
+        &json!({
+            "_id": v.sha, "id": v.repo, "modelId": v.repo, "author": v.repo.namespace(), "sha": v.sha,
+            "lastModified": t, "createdAt": t, "private": v.private, "disabled": false,
+            "gated": false, "downloads": 0, "likes": 0, "tags": [], "siblings": siblings,
+            "spaces": [], "usedStorage": v.files.values().map(|f| f.rec.size).sum::<u64>(),
+        }),
+    );
+    mark_decoded(r, &v)
+}
+
+pub(super) fn tree(
+    st: &State,
+    access: Access,
+    h: &HeaderMap,
+    uri: &Uri,
+    repo: &RepoId,
+    rev: &Revision,
+    prefix: Option<&RepoPath>,
+) -> Resp {
+    let v = match view(st, access, repo, rev) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let recursive = query_param(uri, "recursive").is_some_and(|r| r == "true" || r == "1");
+    let pre = prefix.map(|p| format!("{p}/")).unwrap_or_default();
+    if let Some(p) = prefix
+        && !v.files.keys().any(|f| f.as_str().starts_with(&pre))
+    {
+        return error(
+            StatusCode::NOT_FOUND,
+            Some("EntryNotFound"),
+            &format!("{p} does not exist"),
+        );
+    }
+    let mut items: Vec<Value> = Vec::new();
+    let mut dirs = std::collections::BTreeSet::new();
+    for (p, f) in &v.files {
+        let Some(rest) = p.as_str().strip_prefix(&pre) else {
+            continue;
+        };
+        let parts: Vec<&str> = rest.split('/').collect();
+        for i in 1..parts.len() {
+            if !recursive && i > 1 {
+                break;
+            }
+            dirs.insert(format!("{pre}{}", parts[..i].join("/")));
+        }
+        if !recursive && parts.len() > 1 {
+            continue;
+        }
+        let mut it = json!({"type": "file", "oid": f.rec.git_oid, "size": f.rec.size, "path": p});
+        if f.rec.lfs {
+            it["lfs"] = json!({"oid": f.rec.sha256, "size": f.rec.size, "pointerSize": pointer_size(&f.rec)});
+        }
+        items.push(it);
+    }
+    for d in dirs {
+        let oid = hex::encode(&Sha256::digest(d.as_bytes())[..20]);
+        items.push(json!({"type": "directory", "oid": oid, "size": 0, "path": d}));
+    }
+    items.sort_by(|a, b| a["path"].as_str().cmp(&b["path"].as_str()));
+    let start: usize = query_param(uri, "cursor")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let page = st.opts.tree_page_size;
+    let end = start.saturating_add(page).min(items.len());
+    let slice: Vec<Value> = items
+        .get(start.min(items.len())..end)
+        .unwrap_or(&[])
+        .to_vec();
+    let mut r = mark_decoded(json_resp(StatusCode::OK, &Value::Array(slice)), &v);
+    if end < items.len() {
+        let path_part = prefix
+            .map(|p| format!("/{}", encode(p.as_str(), true)))
+            .unwrap_or_default();
+        let link = format!(
+            "<{}/api/models/{}/tree/{}{}?recursive={}&expand=false&cursor={}>; rel=\"next\"",
+            base_url(h),
+            repo,
+            encode(rev.as_str(), false),
+            path_part,
+            recursive,
+            end
+        );
+        if let Ok(hv) = HeaderValue::from_str(&link) {
+            r.headers_mut().insert("link", hv);
+        }
+    }
+    r
+}
+
+/// Parse a single `bytes=` range against `size`: Ok(None) = whole file.
+fn parse_range(h: &HeaderMap, size: u64) -> std::result::Result<Option<(u64, u64)>, ()> {
+    let Some(v) = h.get("range").and_then(|v| v.to_str().ok()) else {
+        return Ok(None);
+    };
+    let Some(spec) = v.trim().strip_prefix("bytes=") else {
+        return Ok(None);
+    };
+    if spec.contains(',') {
+        return Ok(None);
+    }
+    let (a, b) = spec.split_once('-').ok_or(())?;
+    let (start, end) = match (a.trim(), b.trim()) {
+        ("", n) => {
+            let n: u64 = n.parse().map_err(|_| ())?;
+            if n == 0 {
+                return Err(());
+            }
+            (size.saturating_sub(n), size.saturating_sub(1))
+        }
+        (a, "") => (a.parse().map_err(|_| ())?, size.saturating_sub(1)),
+        (a, b) => {
+            let a: u64 = a.parse().map_err(|_| ())?;
+            let b: u64 = b.parse().map_err(|_| ())?;
+            if b < a {
+                return Err(());
+            }
+            (a, b.min(size.saturating_sub(1)))
+        }
+    };
+    if start >= size {
+        return Err(());
+    }
+    Ok(Some((start, end)))
+}
+
+pub(super) async fn resolve(
+    st: &Arc<State>,
+    access: Access,
+    h: &HeaderMap,
+    head: bool,
+    repo: &RepoId,
+    rev: &Revision,
+    path: &RepoPath,
+) -> Resp {
+    let v = match view(st, access, repo, rev) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let Some(f) = v.files.get(path) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            Some("EntryNotFound"),
+            &format!("{path} does not exist at {rev}"),
+        );
+    };
+    let size = f.rec.size;
+    // The object must be there (and, stored as is, whole) before any header
+    // goes out: a 200 with a content-length and then no body sends clients
+    // into retries that end in "error decoding response body". A 500 names
+    // the object instead.
+    let obj = st.store.object_path(&f.object);
+    match std::fs::metadata(&obj) {
+        Ok(m) if m.is_file() && (f.decode || m.len() == size) => {}
+        Ok(m) if m.is_file() => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Some(STORE_DAMAGED),
+                &format!(
+                    "{path} at {rev}: its stored object {} is {} bytes, the tree records {size}: \
+                     the store is damaged",
+                    f.object,
+                    m.len()
+                ),
+            );
+        }
+        // Not a 404: the file is in the tree (clients read a 404 as "no such
+        // file", and a missing manifest as "not a mirror").
+        _ => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Some(STORE_DAMAGED),
+                &format!(
+                    "{path} at {rev}: its stored object {} is missing from the store",
+                    f.object
+                ),
+            );
+        }
+    }
+    let range = match parse_range(h, size) {
+        Ok(r) => r,
+        Err(()) => {
+            return Response::builder()
+                .status(StatusCode::RANGE_NOT_SATISFIABLE)
+                .header("content-range", format!("bytes */{size}"))
+                .header("x-repo-commit", v.sha.as_str())
+                .body(Body::empty())
+                .unwrap_or_default();
+        }
+    };
+    let (start, end) = range.unwrap_or((0, size.saturating_sub(1)));
+    let len = if size == 0 { 0 } else { end - start + 1 };
+    let file_name = path.as_str().rsplit('/').next().unwrap_or("file");
+    let mut r = Response::builder()
+        .status(if range.is_some() {
+            StatusCode::PARTIAL_CONTENT
+        } else {
+            StatusCode::OK
+        })
+        .header("x-repo-commit", v.sha.as_str())
+        .header("etag", format!("\"{}\"", f.rec.etag()))
+        .header("accept-ranges", "bytes")
+        .header("content-type", "application/octet-stream")
+        .header("content-length", len.to_string())
+        .header(
+            "content-disposition",
+            format!(
+                "attachment; filename=\"{}\"",
+                file_name.replace(['"', '\\'], "")
+            ),
+        );
+    if f.rec.lfs {
+        r = r
+            .header("x-linked-etag", format!("\"{}\"", f.rec.sha256))
+            .header("x-linked-size", size.to_string());
+    }
+    if range.is_some() {
+        r = r.header("content-range", format!("bytes {start}-{end}/{size}"));
+    }
+    if head || len == 0 {
+        return r.body(Body::empty()).unwrap_or_default();
+    }
+    let stall = st.opts.limits.send_stall_timeout;
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(STREAM_QUEUE);
+    if f.decode {
+        // A decoding slot first: a blocking thread and about one region of
+        // memory. Wait for one a while, then ask the client to come back.
+        let slot = tokio::time::timeout(
+            st.opts.limits.decode_queue_wait,
+            st.decode_slots.clone().acquire_owned(),
+        )
+        .await;
+        let Ok(Ok(slot)) = slot else {
+            return super::busy(
+                "every decoding slot is taken; retry shortly",
+                st.opts.limits.decode_queue_wait.as_secs().clamp(1, 30),
+            );
+        };
+        let rt = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            let mut w = ChanWriter {
+                tx: tx.clone(),
+                rt: rt.clone(),
+                stall,
+                skip: start,
+                left: len,
+            };
+            let res = brevis_core::decompress_to(
+                &obj,
+                &mut w,
+                &brevis_core::DecompressOptions::default().threads(1),
+            );
+            if let Err(e) = res
+                && w.left > 0
+            {
+                let _ = rt.block_on(tokio::time::timeout(
+                    stall,
+                    tx.send(Err(std::io::Error::other(e.to_string()))),
+                ));
+            }
+        });
+    } else {
+        tokio::spawn(async move {
+            let res: std::io::Result<()> = async {
+                let mut file = tokio::fs::File::open(&obj).await?;
+                file.seek(std::io::SeekFrom::Start(start)).await?;
+                let mut left = len;
+                let mut buf = vec![0u8; STREAM_CHUNK];
+                while left > 0 {
+                    let want = (buf.len() as u64).min(left) as usize;
+                    let n = file.read(&mut buf[..want]).await?;
+                    if n == 0 {
+                        return Err(std::io::Error::other("object shorter than recorded"));
+                    }
+                    left -= n as u64;
+                    let sent =
+                        tokio::time::timeout(stall, tx.send(Ok(Bytes::copy_from_slice(&buf[..n]))))
+                            .await;
+                    if !matches!(sent, Ok(Ok(()))) {
+                        // The client left, or took nothing for too long.
+                        return Ok(());
+                    }
+                }
+                Ok(())
+            }
+            .await;
+            if let Err(e) = res {
+                let _ = tokio::time::timeout(stall, tx.send(Err(e))).await;
+            }
+        });
+    }
+    r.body(Body::from_stream(with_faults(st, rx)))
+        .unwrap_or_default()
+}
+
+/// The body stream of a download, through the test hooks: bytes counted,
+/// and the connection cut after a set number of bytes when asked.
+fn with_faults(
+    st: &State,
+    mut rx: tokio::sync::mpsc::Receiver<std::io::Result<Bytes>>,
+) -> impl futures_util::Stream<Item = std::io::Result<Bytes>> + use<> {
+    let cut = {
+        let mut c = st
+            .opts
+            .faults
+            .cut_downloads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match c.as_mut() {
+            Some((after, n)) if *n > 0 => {
+                *n -= 1;
+                Some(*after)
+            }
+            _ => None,
+        }
+    };
+    let faults = st.opts.faults.clone();
+    let mut sent = 0u64;
+    let stream = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)).map(move |item| {
+        let item = item?;
+        if let Some(c) = cut {
+            if sent >= c {
+                return Err(std::io::Error::other("connection cut by test hook"));
+            }
+            let keep = ((c - sent) as usize).min(item.len());
+            sent += keep as u64;
+            faults
+                .bytes_served
+                .fetch_add(keep as u64, Ordering::Relaxed);
+            if keep < item.len() {
+                return Ok(item.slice(..keep));
+            }
+            return Ok(item);
+        }
+        faults
+            .bytes_served
+            .fetch_add(item.len() as u64, Ordering::Relaxed);
+        Ok(item)
+    });
+    // After an error, end the body so the connection drops.
+    stream.scan(false, |failed, item| {
+        if *failed {
+            return futures_util::future::ready(None);
+        }
+        if item.is_err() {
+            *failed = true;
+        }
+        futures_util::future::ready(Some(item))
+    })
+}
+
+/// Sends decoded bytes `[skip, skip+left)` to a channel, a
+/// [`STREAM_CHUNK`] at a time, giving up when the client takes nothing for
+/// `stall`.
+struct ChanWriter {
+    tx: tokio::sync::mpsc::Sender<std::io::Result<Bytes>>,
+    rt: tokio::runtime::Handle,
+    stall: Duration,
+    skip: u64,
+    left: u64,
+}
+
+impl std::io::Write for ChanWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut b = buf;
+        if self.skip > 0 {
+            let s = (self.skip as usize).min(b.len());
+            self.skip -= s as u64;
+            b = &b[s..];
+        }
+        let take = (self.left as usize).min(b.len());
+        for piece in b[..take].chunks(STREAM_CHUNK) {
+            let sent = self.rt.block_on(tokio::time::timeout(
+                self.stall,
+                self.tx.send(Ok(Bytes::copy_from_slice(piece))),
+            ));
+            if !matches!(sent, Ok(Ok(()))) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::BrokenPipe,
+                    "client gone or stalled",
+                ));
+            }
+            self.left -= piece.len() as u64;
+        }
+        if self.left == 0 && self.skip == 0 {
+            // Everything asked for is out; stop decoding early.
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "range done",
+            ));
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
