@@ -25,7 +25,7 @@ secs="${1:-30}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(decode_raw decode_structured roundtrip program)
+    targets=(decode_raw decode_structured roundtrip program serve_request)
 fi
 export RUSTC_BOOTSTRAP=1
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
@@ -81,6 +81,16 @@ for i in range(varint()):
         body += n
 PY
             ;;
+        serve_request)
+            # Method byte, raw URL path, newline, NDJSON commit lines.
+            printf '\x00/org/m/resolve/main/sub/model.safetensors\n' >"$dir/resolve"
+            { printf '\x02/api/models/org/m/commit/main\n'
+              printf '{"key":"header","value":{"summary":"x","parentCommit":"%s"}}\n' "$(printf 'a%.0s' $(seq 40))"
+              printf '{"key":"lfsFile","value":{"path":"m.bin","oid":"%s","size":3}}\n' "$(printf 'b%.0s' $(seq 64))"
+              printf '{"key":"file","value":{"path":"a.txt","content":"aGk=","encoding":"base64"}}\n'
+              printf '{"key":"copyFile","value":{"srcPath":"a","path":"b","srcRevision":"main"}}\n'
+            } >"$dir/commit"
+            printf '\x03/lfs-upload/org/m/%s/3/3/99/%s/part/1\n' "$(printf 'c%.0s' $(seq 64))" "$(printf '0%.0s' $(seq 64))" >"$dir/part" ;;
     esac
 }
 

@@ -504,3 +504,65 @@ pub fn program(data: &[u8]) {
         );
     }
 }
+
+/// `serve_request`: the server's request routing and NDJSON commit parsing
+/// on hostile input. The first byte picks the method, the bytes up to the
+/// first newline are the raw URL path, and every further line is a commit
+/// payload line. Every identifier a route or commit line yields must be one
+/// that stays inside a store: joined onto a root it has no `..`, root or
+/// prefix component and the path still starts with the root.
+pub fn serve_request(data: &[u8]) {
+    use brevis_hub::server::ndjson::{CommitOp, parse_line};
+    use brevis_hub::server::route::Route;
+    use std::path::{Component, Path};
+
+    fn inside(parts: &[&str]) {
+        let root = Path::new("/store");
+        let mut p = root.to_path_buf();
+        for s in parts {
+            p.push(s);
+        }
+        assert!(p.starts_with(root), "{p:?} left the store");
+        assert!(
+            p.components()
+                .skip(2)
+                .all(|c| matches!(c, Component::Normal(_))),
+            "{p:?} has a component that is not a plain name"
+        );
+    }
+
+    let mut input = Input::new(data);
+    let method = ["GET", "HEAD", "POST", "PUT", "DELETE"][input.u8() as usize % 5];
+    let rest = input.rest();
+    let (path, body) = match rest.iter().position(|&b| b == b'\n') {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, &[][..]),
+    };
+    if let Ok(Route::Resolve {
+        repo, rev, path, ..
+    }) = Route::parse(method, &String::from_utf8_lossy(path))
+    {
+        inside(&[repo.namespace(), repo.name()]);
+        inside(&["refs/heads", rev.as_str()]);
+        for part in path.as_str().split('/') {
+            inside(&[part]);
+        }
+    }
+    for line in body.split(|&b| b == b'\n') {
+        match parse_line(line) {
+            Ok(Some(CommitOp::LfsFile { oid, path, .. })) => {
+                assert!(
+                    oid.as_str()
+                        .bytes()
+                        .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+                );
+                inside(&[oid.prefix(), oid.as_str()]);
+                inside(&[path.as_str()]);
+            }
+            Ok(Some(CommitOp::File { content, .. })) => {
+                assert!(content.len() as u64 <= brevis_hub::server::limits::MAX_REGULAR_FILE);
+            }
+            _ => {}
+        }
+    }
+}

@@ -229,6 +229,7 @@ fn fuzz_artifacts_replay() {
                 "decode_structured" => harness::decode_structured(&data),
                 "roundtrip" => harness::roundtrip(&data),
                 "program" => harness::program(&data),
+                "serve_request" => harness::serve_request(&data),
                 other => panic!("artifacts of unknown target {other}"),
             }
         });
