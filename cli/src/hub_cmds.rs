@@ -498,7 +498,13 @@ pub fn serve(a: ServeArgs, ui: &Ui) -> Result<Outcome> {
             .with_context(|| format!("seeding {repo} from {dir}"))?;
         ui.note(format!("seeded {repo} at {oid} from {dir}"));
     }
-    let rt = runtime()?;
+    // Blocking threads: one a decoded stream (the server caps those), and
+    // room for file reads and multipart completions.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(opts.limits.max_decoded_streams + 32)
+        .build()
+        .context("starting the async runtime")?;
     rt.block_on(async move {
         let server = brevis_hub::server::start(opts, a.addr)
             .await

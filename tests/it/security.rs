@@ -444,6 +444,15 @@ async fn hostile_identifiers_on_every_endpoint_are_refused() {
         .unwrap()
         .count();
     assert_eq!(branches, 1, "a branch was made");
+    // A branch below a branch that is a file: missing, not a server error.
+    let r = post(addr, "/api/models/org/pub/branch/a", Some(WRITE), "{}").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    for p in [
+        "/api/models/org/pub/revision/a%2Fb",
+        "/org/pub/resolve/a%2Fb/x",
+    ] {
+        assert_eq!(get(addr, p, Some(WRITE)).await.status, 404, "{p}");
+    }
     sc.assert_outside_untouched();
     sc.srv.shutdown().await;
 }

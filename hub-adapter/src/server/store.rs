@@ -194,7 +194,15 @@ fn io<T>(p: &Path, r: std::io::Result<T>) -> Result<T> {
 fn read_record(p: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
     let f = match std::fs::File::open(p) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // A branch `a/b` asked for where a branch `a` is a file: none.
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(None);
+        }
         Err(e) => return Err(HubError::io(p, e)),
     };
     let mut out = Vec::new();
