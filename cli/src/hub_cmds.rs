@@ -43,11 +43,78 @@ impl HubArgs {
             .unwrap_or(DEFAULT_ENDPOINT)
     }
 
-    fn client(&self, ui: &Ui) -> Result<HubClient> {
-        Ok(HubClient::new(self.endpoint(), self.token.clone())?
+    /// The token, as `hf` finds it: --token, else HF_TOKEN, else the file
+    /// `hf auth login` writes (`HF_TOKEN_PATH`, default `$HF_HOME/token`);
+    /// and where it came from (for the message when it is refused).
+    fn token(&self) -> (Option<String>, String) {
+        if let Some(t) = self
+            .token
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        {
+            return (Some(t.to_string()), "HF_TOKEN / --token".into());
+        }
+        let path = std::env::var_os("HF_TOKEN_PATH")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| brevis_hub::cache::hf_home().join("token"));
+        match std::fs::read_to_string(&path) {
+            Ok(t) if !t.trim().is_empty() => (
+                Some(t.trim().to_string()),
+                format!(
+                    "the token `hf auth login` stored in {} (or HF_TOKEN / --token)",
+                    path.display()
+                ),
+            ),
+            _ => (None, "HF_TOKEN / --token".into()),
+        }
+    }
+
+    /// The client for `--endpoint`: its token, the download chunks
+    /// (`BREVIS_CHUNK_SIZE`, `BREVIS_DOWNLOAD_CONNECTIONS`) and how long to
+    /// wait out rate limits (`BREVIS_RATE_LIMIT_WAIT`, seconds).
+    fn configured(
+        &self,
+        endpoint: &str,
+        token: Option<String>,
+        hint: &str,
+        ui: &Ui,
+    ) -> Result<HubClient> {
+        let env_u64 = |k: &str| -> Result<Option<u64>> {
+            match std::env::var(k) {
+                Ok(v) if !v.trim().is_empty() => v
+                    .trim()
+                    .parse::<u64>()
+                    .map(Some)
+                    .with_context(|| format!("{k}={v:?}: expected a whole number")),
+                _ => Ok(None),
+            }
+        };
+        let mut plan = brevis_hub::client::ChunkPlan::default();
+        if let Some(n) = env_u64("BREVIS_CHUNK_SIZE")? {
+            anyhow::ensure!(n > 0, "BREVIS_CHUNK_SIZE must be more than 0");
+            plan.chunk_size = n;
+        }
+        if let Some(n) = env_u64("BREVIS_DOWNLOAD_CONNECTIONS")? {
+            anyhow::ensure!(n > 0, "BREVIS_DOWNLOAD_CONNECTIONS must be more than 0");
+            plan.connections = n as usize;
+        }
+        let mut c = HubClient::new(endpoint, token)?
             .with_concurrency(self.jobs)
             .with_keep_partial(self.keep_partial)
-            .with_notes(notes(ui)))
+            .with_chunks(plan)
+            .with_token_hint(hint)
+            .with_notes(notes(ui));
+        if let Some(s) = env_u64("BREVIS_RATE_LIMIT_WAIT")? {
+            c = c.with_max_rate_limit_wait(std::time::Duration::from_secs(s));
+        }
+        Ok(c)
+    }
+
+    fn client(&self, ui: &Ui) -> Result<HubClient> {
+        let (token, hint) = self.token();
+        self.configured(self.endpoint(), token, &hint, ui)
     }
 
     /// A client for another endpoint with its own token: `--token` is never
@@ -68,22 +135,16 @@ impl HubArgs {
             Some(e) => (e, false),
         };
         // A refused token names the option it came from.
+        let (own, own_hint) = self.token();
         let (token, hint) = match (token, shared) {
             (Some(t), _) => (Some(t), opt.to_string()),
-            (None, true) => (
-                self.token.as_deref(),
-                format!("HF_TOKEN / --token (or {opt} for {role})"),
-            ),
+            (None, true) => (own.as_deref(), format!("{own_hint} (or {opt} for {role})")),
             (None, false) => (
                 None,
                 format!("{opt} ({role}'s token: --token goes to --endpoint only)"),
             ),
         };
-        Ok(HubClient::new(endpoint, token.map(String::from))?
-            .with_concurrency(self.jobs)
-            .with_keep_partial(self.keep_partial)
-            .with_notes(notes(ui))
-            .with_token_hint(&hint))
+        self.configured(endpoint, token.map(String::from), &hint, ui)
     }
 
     /// The client for the source repos of mirrors (`--source-endpoint`,
@@ -168,9 +229,13 @@ pub struct MirrorArgs {
     /// Use this prior (JSON) instead of learning one.
     #[arg(long)]
     pub prior: Option<PathBuf>,
-    /// Create the mirror repo private.
-    #[arg(long)]
+    /// Create the mirror repo private (default: the namespace's default
+    /// visibility).
+    #[arg(long, conflicts_with = "public")]
     pub private: bool,
+    /// Create the mirror repo public.
+    #[arg(long)]
+    pub public: bool,
     /// Only show what would be done.
     #[arg(long)]
     pub dry_run: bool,
@@ -329,7 +394,11 @@ pub fn mirror(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
         .notes(notes(ui));
     opts.dest = a.to.clone();
     opts.prior = a.prior.clone();
-    opts.private = a.private;
+    opts.private = match (a.private, a.public) {
+        (true, _) => Some(true),
+        (_, true) => Some(false),
+        _ => None,
+    };
     opts.dry_run = a.dry_run;
     opts.include = a.files.include.clone();
     opts.exclude = a.files.exclude.clone();

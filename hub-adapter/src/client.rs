@@ -18,6 +18,9 @@ use crate::error::{HubError, Result};
 use crate::hashing::{self, FileHashes};
 use crate::paths::{check_repo_id, check_repo_path, check_revision, encode};
 
+mod ranged;
+pub use ranged::{ChunkPlan, DEFAULT_CHUNK_SIZE, DEFAULT_CONNECTIONS};
+
 /// How often and how patiently requests are retried on 429, 5xx and
 /// dropped connections.
 #[derive(Debug, Clone)]
@@ -70,7 +73,28 @@ pub struct HubClient {
     notes: Option<ClientNotes>,
     token_hint: Arc<str>,
     keep_partial: bool,
+    /// Shared by clones: no request goes out before this (a 429 pauses
+    /// every request of the client, not only the one that got it).
+    paused_until: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
+    /// The longest one call waits out 429s in all.
+    max_rate_wait: Duration,
+    /// Whether the endpoint has answered anything yet (a refused connection
+    /// before that is a wrong endpoint or a server not running).
+    reached: Arc<std::sync::atomic::AtomicBool>,
+    /// How downloads are split.
+    chunks: ChunkPlan,
+    /// Download connections open at once, shared by clones.
+    connections: Arc<tokio::sync::Semaphore>,
 }
+
+/// The longest one call waits out the Hub's 429 answers in all, by default
+/// (its rate-limit windows last up to 300 s).
+pub const MAX_RATE_LIMIT_WAIT: Duration = Duration::from_secs(900);
+/// Added to the wait a 429 asks for, so the next request lands in the new
+/// window.
+const RATE_LIMIT_MARGIN: Duration = Duration::from_secs(1);
+/// Redirects followed for one request.
+const MAX_REDIRECTS: usize = 5;
 
 /// Where a token comes from, as a refused token's message names it.
 pub const DEFAULT_TOKEN_HINT: &str = "HF_TOKEN / --token";
@@ -266,6 +290,9 @@ impl HubClient {
             .user_agent(concat!("brevis-hub/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(20))
             .read_timeout(Duration::from_secs(120))
+            // Redirects are followed by hand: the token must never go to
+            // another host, and a HEAD's metadata is the redirect's own.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| HubError::Network {
                 repo: String::new(),
@@ -283,6 +310,11 @@ impl HubClient {
             notes: None,
             token_hint: Arc::from(DEFAULT_TOKEN_HINT),
             keep_partial: false,
+            paused_until: Arc::new(std::sync::Mutex::new(None)),
+            max_rate_wait: MAX_RATE_LIMIT_WAIT,
+            reached: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            chunks: ChunkPlan::default(),
+            connections: Arc::new(tokio::sync::Semaphore::new(DEFAULT_CONNECTIONS)),
         })
     }
 
@@ -299,6 +331,26 @@ impl HubClient {
     /// removed, so a full disk is not left full.
     pub fn with_keep_partial(mut self, keep: bool) -> Self {
         self.keep_partial = keep;
+        self
+    }
+
+    /// Wait at most `d` in all for one call's 429 answers (default
+    /// [`MAX_RATE_LIMIT_WAIT`]).
+    pub fn with_max_rate_limit_wait(mut self, d: Duration) -> Self {
+        self.max_rate_wait = d;
+        self
+    }
+
+    /// Split downloads larger than `plan.chunk_size` into `Range` chunks,
+    /// over at most `plan.connections` connections at once for all of this
+    /// client's downloads (defaults [`DEFAULT_CHUNK_SIZE`] and
+    /// [`DEFAULT_CONNECTIONS`]).
+    pub fn with_chunks(mut self, plan: ChunkPlan) -> Self {
+        self.chunks = ChunkPlan {
+            chunk_size: plan.chunk_size.max(1),
+            connections: plan.connections.max(1),
+        };
+        self.connections = Arc::new(tokio::sync::Semaphore::new(self.chunks.connections));
         self
     }
 
@@ -404,35 +456,80 @@ impl HubClient {
     where
         F: FnMut() -> Result<RequestBuilder>,
     {
+        self.send_with(repo, what, &mut build, stalls, true).await
+    }
+
+    /// Send a request built by `build`, following redirects (the token only
+    /// to this client's endpoint; a `HEAD` redirected to another host is
+    /// answered with the redirect itself, whose headers describe the file).
+    ///
+    /// A 429 pauses every request of this client for what its `RateLimit`
+    /// (or `Retry-After`) header asks, plus a margin, within
+    /// [`HubClient::with_max_rate_limit_wait`]; it costs no attempt. A
+    /// connection refused before the endpoint ever answered, or a host name
+    /// that does not resolve, fails at once. Other dropped connections and
+    /// 5xx are retried with backoff when `idempotent`; otherwise only what
+    /// never reached the server (a failed connect) is sent again, and the
+    /// caller finds out whether the rest took effect.
+    async fn send_with<F>(
+        &self,
+        repo: &str,
+        what: &'static str,
+        build: &mut F,
+        stalls: &mut u32,
+        idempotent: bool,
+    ) -> Result<Response>
+    where
+        F: FnMut() -> Result<RequestBuilder>,
+    {
         let mut attempt = 0u32;
+        let mut rate_waited = Duration::ZERO;
         loop {
+            self.wait_for_pause().await;
             let req = build()?.build().map_err(|e| HubError::Network {
                 repo: repo.into(),
                 what,
                 attempts: 0,
                 source: Box::new(e),
             })?;
-            // A request without a body is answered at once or not at all:
-            // no headers within the stall timeout is a stalled attempt. (An
-            // upload may take long before the server answers.)
-            let outcome = if req.body().is_none() {
-                match tokio::time::timeout(self.stall, self.http.execute(req)).await {
-                    Ok(o) => o,
-                    Err(_) => {
-                        *stalls += 1;
-                        if *stalls >= MAX_STALLS {
-                            return Err(self.stalled(repo, what, *stalls));
-                        }
-                        self.note_stall(repo, what, *stalls);
-                        attempt += 1;
-                        continue;
+            let url = req.url().to_string();
+            let outcome = match self.execute_following(req).await {
+                Ok(o) => o,
+                Err(Exec::Stalled) => {
+                    *stalls += 1;
+                    if *stalls >= MAX_STALLS {
+                        return Err(self.stalled(repo, what, *stalls));
                     }
+                    self.note_stall(repo, what, *stalls);
+                    attempt += 1;
+                    continue;
                 }
-            } else {
-                self.http.execute(req).await
+                Err(Exec::TooManyRedirects) => {
+                    return Err(HubError::protocol(repo, what, "too many redirects"));
+                }
             };
             match outcome {
-                Ok(resp) if is_retryable(&resp) && attempt < self.retry.max_retries => {
+                Ok(resp) if resp.status() == StatusCode::TOO_MANY_REQUESTS => {
+                    let wait = rate_limit_wait(resp.headers()).unwrap_or(self.retry.delay(attempt))
+                        + RATE_LIMIT_MARGIN;
+                    if rate_waited + wait > self.max_rate_wait {
+                        return Err(HubError::RateLimited {
+                            repo: repo.into(),
+                            what,
+                            waited_secs: (rate_waited + wait).as_secs(),
+                            limit_secs: self.max_rate_wait.as_secs(),
+                        });
+                    }
+                    rate_waited += wait;
+                    self.pause_for(wait);
+                    self.note(&format!(
+                        "{repo}: {what}: rate limited by the server; every request waits {:.0} s",
+                        wait.as_secs_f64().ceil()
+                    ));
+                }
+                Ok(resp)
+                    if idempotent && is_retryable(&resp) && attempt < self.retry.max_retries =>
+                {
                     let wait = retry_after(resp.headers())
                         .unwrap_or(self.retry.delay(attempt))
                         .min(self.retry.max_delay);
@@ -444,19 +541,31 @@ impl HubClient {
                         self.retry.max_retries
                     ));
                     tokio::time::sleep(wait).await;
+                    attempt += 1;
                 }
                 Ok(resp) => return Ok(resp),
-                Err(e) if attempt < self.retry.max_retries && !e.is_builder() => {
-                    let wait = self.retry.delay(attempt);
-                    self.note(&format!(
-                        "{repo}: {what}: {e}; trying again in {:.1} s ({} of {})",
-                        wait.as_secs_f64(),
-                        attempt + 1,
-                        self.retry.max_retries
-                    ));
-                    tokio::time::sleep(wait).await;
-                }
                 Err(e) => {
+                    if let Some(reason) = self.unhealable(&e, &url) {
+                        return Err(HubError::Unreachable {
+                            endpoint: origin_of(&url),
+                            reason,
+                        });
+                    }
+                    if (idempotent || e.is_connect())
+                        && attempt < self.retry.max_retries
+                        && !e.is_builder()
+                    {
+                        let wait = self.retry.delay(attempt);
+                        self.note(&format!(
+                            "{repo}: {what}: {e}; trying again in {:.1} s ({} of {})",
+                            wait.as_secs_f64(),
+                            attempt + 1,
+                            self.retry.max_retries
+                        ));
+                        tokio::time::sleep(wait).await;
+                        attempt += 1;
+                        continue;
+                    }
                     return Err(HubError::Network {
                         repo: repo.into(),
                         what,
@@ -465,8 +574,111 @@ impl HubClient {
                     });
                 }
             }
-            attempt += 1;
         }
+    }
+
+    /// Wait until a pause a 429 set is over.
+    async fn wait_for_pause(&self) {
+        loop {
+            let until = *self.paused_until.lock().unwrap_or_else(|p| p.into_inner());
+            match until {
+                Some(t) if t > tokio::time::Instant::now() => tokio::time::sleep_until(t).await,
+                _ => return,
+            }
+        }
+    }
+
+    /// Pause every request of this client (and its clones) for `d`.
+    fn pause_for(&self, d: Duration) {
+        let t = tokio::time::Instant::now() + d;
+        let mut p = self.paused_until.lock().unwrap_or_else(|p| p.into_inner());
+        if p.is_none_or(|old| old < t) {
+            *p = Some(t);
+        }
+    }
+
+    /// Execute `req`, following up to [`MAX_REDIRECTS`] redirects of a
+    /// `GET` or `HEAD`; the token goes only to this client's endpoint. A
+    /// request without a body that gets no headers within the stall
+    /// timeout is a stalled attempt.
+    async fn execute_following(
+        &self,
+        mut req: reqwest::Request,
+    ) -> std::result::Result<std::result::Result<Response, reqwest::Error>, Exec> {
+        for _ in 0..=MAX_REDIRECTS {
+            let next = req.try_clone();
+            let method = req.method().clone();
+            let url = req.url().clone();
+            // A request without a body is answered at once or not at all:
+            // no headers within the stall timeout is a stalled attempt. (An
+            // upload may take long before the server answers.)
+            let r = if req.body().is_none() {
+                tokio::time::timeout(self.stall, self.http.execute(req))
+                    .await
+                    .map_err(|_| Exec::Stalled)?
+            } else {
+                self.http.execute(req).await
+            };
+            let resp = match r {
+                Ok(resp) => resp,
+                Err(e) => return Ok(Err(e)),
+            };
+            if self.is_ours(url.as_str()) {
+                self.reached
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            let Some(to) = redirect_target(&resp, &url) else {
+                return Ok(Ok(resp));
+            };
+            let cross = to.origin() != url.origin();
+            let follow = method == Method::GET || (method == Method::HEAD && !cross);
+            let Some(mut n) = next.filter(|_| follow) else {
+                return Ok(Ok(resp));
+            };
+            if !self.is_ours(to.as_str()) {
+                n.headers_mut().remove(reqwest::header::AUTHORIZATION);
+            }
+            *n.url_mut() = to;
+            req = n;
+        }
+        Err(Exec::TooManyRedirects)
+    }
+
+    /// Why a failed request will not succeed if sent again, if it will not:
+    /// the host name does not resolve, or the endpoint refused the
+    /// connection before it ever answered.
+    fn unhealable(&self, e: &reqwest::Error, url: &str) -> Option<String> {
+        if !e.is_connect() {
+            return None;
+        }
+        let mut dns = false;
+        let mut refused = false;
+        let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+        while let Some(s) = src {
+            let text = s.to_string();
+            dns |= text.contains("dns error") || text.contains("failed to lookup address");
+            refused |= s
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
+            src = s.source();
+        }
+        let host = reqwest::Url::parse(url)
+            .ok()
+            .and_then(|u| u.host_str().map(String::from))
+            .unwrap_or_default();
+        if dns {
+            return Some(format!(
+                "cannot resolve the host name {host:?}: check the endpoint (--endpoint / HF_ENDPOINT) and the network"
+            ));
+        }
+        let ours = self.is_ours(url);
+        if refused && ours && !self.reached.load(std::sync::atomic::Ordering::Relaxed) {
+            return Some(
+                "the connection was refused: is the server running, and is the endpoint (--endpoint / HF_ENDPOINT) right?"
+                    .into(),
+            );
+        }
+        None
     }
 
     async fn json(&self, resp: Response, repo: &str, what: &'static str) -> Result<Value> {
@@ -643,15 +855,22 @@ impl HubClient {
                     .header("Accept-Encoding", "identity"))
             })
             .await?;
-        let resp = check(
-            resp,
-            repo,
-            Some(path),
-            Some(revision),
-            "file metadata",
-            self,
-        )
-        .await?;
+        // A redirect to another host (the CDN) is the answer: its headers
+        // describe the file, as on the Hub.
+        let redirected = resp.status().is_redirection();
+        let resp = if redirected {
+            resp
+        } else {
+            check(
+                resp,
+                repo,
+                Some(path),
+                Some(revision),
+                "file metadata",
+                self,
+            )
+            .await?
+        };
         let h = resp.headers();
         let get = |k: &str| h.get(k).and_then(|v| v.to_str().ok()).map(str::to_string);
         let commit = get("x-repo-commit")
@@ -661,7 +880,7 @@ impl HubClient {
             .ok_or_else(|| HubError::protocol(repo, "file metadata", "no ETag"))?;
         let etag = etag.trim_start_matches("W/").trim_matches('"').to_string();
         let size = get("x-linked-size")
-            .or_else(|| get("content-length"))
+            .or_else(|| (!redirected).then(|| get("content-length")).flatten())
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| HubError::protocol(repo, "file metadata", "no size"))?;
         Ok(FileMetadata { commit, etag, size })
@@ -709,6 +928,13 @@ impl HubClient {
                 .await
                 .map_err(|e| HubError::io(parent, e))?;
         }
+        if let Some(size) = expect.size
+            && size > self.chunks.chunk_size
+        {
+            return self
+                .download_ranged(repo, revision, path, dst, &part, expect, size, progress)
+                .await;
+        }
         let mut stats = DownloadStats::default();
         let mut have = match tokio::fs::metadata(&part).await {
             Ok(m) => m.len(),
@@ -736,6 +962,7 @@ impl HubClient {
             if expect.size == Some(have) && have > 0 {
                 break;
             }
+            let _conn = self.connections.acquire().await;
             let resp = self
                 .send_counting(
                     repo,
@@ -877,40 +1104,7 @@ impl HubClient {
             Some(h) if h.len() == have => h.finish(),
             _ => hashing::hash_file_async(&part, git).await?,
         };
-        let bad = |what: &'static str, expected: &str, actual: &str| HubError::Integrity {
-            repo: repo.into(),
-            file: path.into(),
-            what,
-            expected: expected.into(),
-            actual: actual.into(),
-        };
-        if let Some(s) = expect.size
-            && s != hashes.size
-        {
-            let _ = tokio::fs::remove_file(&part).await;
-            return Err(bad(
-                "size",
-                &format!("{s} bytes"),
-                &format!("{} bytes", hashes.size),
-            ));
-        }
-        if let Some(want) = &expect.sha256
-            && !want.eq_ignore_ascii_case(&hashes.sha256_hex())
-        {
-            let _ = tokio::fs::remove_file(&part).await;
-            return Err(bad("SHA-256", want, &hashes.sha256_hex()));
-        }
-        if let Some(want) = &expect.git_oid {
-            let got = hashes.git_oid.as_deref().unwrap_or_default();
-            if !want.eq_ignore_ascii_case(got) {
-                let _ = tokio::fs::remove_file(&part).await;
-                return Err(bad("git blob id", want, got));
-            }
-        }
-        tokio::fs::rename(&part, dst)
-            .await
-            .map_err(|e| HubError::io(dst, e))?;
-        stats.hashes = Some(hashes);
+        stats.hashes = Some(finish_download(repo, path, &part, dst, hashes, expect).await?);
         Ok(stats)
     }
 
@@ -994,12 +1188,22 @@ impl HubClient {
     }
 
     /// Create a model repo (`/api/repos/create`). With `exist_ok`, an
-    /// existing repo (409) is fine.
-    pub async fn create_repo(&self, repo: &str, private: bool, exist_ok: bool) -> Result<()> {
+    /// existing repo (409) is fine. `private`: `None` leaves the visibility
+    /// to the namespace's default (an organisation may make new repos
+    /// private).
+    pub async fn create_repo(
+        &self,
+        repo: &str,
+        private: Option<bool>,
+        exist_ok: bool,
+    ) -> Result<()> {
         check_repo_id(repo)?;
         let (org, name) = repo.split_once('/').unwrap_or(("", repo));
         let url = format!("{}/api/repos/create", self.endpoint);
-        let body = json!({"name": name, "organization": org, "private": private, "type": "model"});
+        let mut body = json!({"name": name, "organization": org, "type": "model"});
+        if let Some(p) = private {
+            body["private"] = json!(p);
+        }
         let resp = self
             .send(repo, "create repo", || {
                 Ok(self.request(Method::POST, &url).json(&body))
@@ -1013,6 +1217,23 @@ impl HubClient {
             };
         }
         check(resp, repo, None, None, "create repo", self).await?;
+        Ok(())
+    }
+
+    /// Make sure `repo` exists (created with `private`, see
+    /// [`HubClient::create_repo`]) and that this client may write to it,
+    /// without changing it: a preupload of no files needs write access. A
+    /// missing token or permission fails here, in a second or two.
+    pub async fn ensure_writable(&self, repo: &str, private: Option<bool>) -> Result<()> {
+        self.create_repo(repo, private, true).await?;
+        let url = format!("{}/api/models/{}/preupload/main", self.endpoint, repo);
+        let body = json!({"files": []});
+        let resp = self
+            .send(repo, "write check", || {
+                Ok(self.request(Method::POST, &url).json(&body))
+            })
+            .await?;
+        check(resp, repo, None, Some("main"), "write check", self).await?;
         Ok(())
     }
 
@@ -1253,9 +1474,12 @@ impl HubClient {
             let resp = self
                 .send(repo, "LFS upload", || {
                     let body = hashing::file_body(&local)?;
+                    // With its length: S3's presigned PUTs refuse a chunked
+                    // body (501) and a missing length (411).
                     Ok(self
                         .request(Method::PUT, href)
                         .headers(hdrs.clone())
+                        .header(reqwest::header::CONTENT_LENGTH, size)
                         .body(body))
                 })
                 .await?;
@@ -1285,6 +1509,11 @@ impl HubClient {
     /// Make a commit with the NDJSON commit API. `lfs` files are referenced by
     /// SHA-256 (their objects must be uploaded already); `regular` files are
     /// sent inline; `deleted` paths are removed.
+    ///
+    /// The commit names the branch's head as its parent, and is never sent
+    /// twice blindly: when its POST fails without an answer or with a 5xx,
+    /// the branch is read again; if it moved to a commit that holds exactly
+    /// these changes, that is this commit, else (unmoved) it is sent again.
     pub async fn commit(
         &self,
         repo: &str,
@@ -1294,10 +1523,11 @@ impl HubClient {
         regular: &[&UploadFile],
         deleted: &[String],
     ) -> Result<(CommitInfo, u64)> {
+        let parent = self.repo_info(repo, revision).await?.sha;
         let mut lines = Vec::new();
-        let mut header = serde_json::to_vec(
-            &json!({"key": "header", "value": {"summary": summary, "description": ""}}),
-        )
+        let mut header = serde_json::to_vec(&json!({"key": "header", "value": {
+            "summary": summary, "description": "", "parentCommit": parent,
+        }}))
         .unwrap_or_default();
         header.push(b'\n');
         lines.extend(header);
@@ -1333,34 +1563,101 @@ impl HubClient {
             repo,
             encode(revision, false)
         );
-        let resp = self
-            .send(repo, "commit", || {
-                Ok(self
-                    .request(Method::POST, &url)
-                    .header("Content-Type", "application/x-ndjson")
-                    .body(lines.clone()))
-            })
-            .await?;
-        let resp = check(resp, repo, None, Some(revision), "commit", self).await?;
-        let v = self.json(resp, repo, "commit").await?;
-        let oid = v
-            .get("commitOid")
-            .and_then(Value::as_str)
-            .ok_or_else(|| HubError::protocol(repo, "commit", "no commitOid"))?;
-        let url = v.get("commitUrl").and_then(Value::as_str).unwrap_or("");
-        Ok((
-            CommitInfo {
-                oid: oid.into(),
-                url: url.into(),
-            },
-            inline,
-        ))
+        let mut attempt = 0u32;
+        loop {
+            let mut stalls = 0u32;
+            let sent = self
+                .send_with(
+                    repo,
+                    "commit",
+                    &mut || {
+                        Ok(self
+                            .request(Method::POST, &url)
+                            .header("Content-Type", "application/x-ndjson")
+                            .body(lines.clone()))
+                    },
+                    &mut stalls,
+                    false,
+                )
+                .await;
+            let failure = match sent {
+                Ok(resp) if !resp.status().is_server_error() => {
+                    let resp = check(resp, repo, None, Some(revision), "commit", self).await?;
+                    let v = self.json(resp, repo, "commit").await?;
+                    let oid = v
+                        .get("commitOid")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| HubError::protocol(repo, "commit", "no commitOid"))?;
+                    let url = v.get("commitUrl").and_then(Value::as_str).unwrap_or("");
+                    return Ok((
+                        CommitInfo {
+                            oid: oid.into(),
+                            url: url.into(),
+                        },
+                        inline,
+                    ));
+                }
+                Ok(resp) => check(resp, repo, None, Some(revision), "commit", self)
+                    .await
+                    .err()
+                    .unwrap_or_else(|| HubError::protocol(repo, "commit", "server error")),
+                Err(e @ (HubError::Network { .. } | HubError::Stalled { .. })) => e,
+                Err(e) => return Err(e),
+            };
+            // Did it land? Read the branch again before sending it again.
+            let now = self.repo_info(repo, revision).await?.sha;
+            if now != parent {
+                let tree = self.list_files(repo, &now).await?;
+                let at: std::collections::HashMap<&str, &RepoFile> =
+                    tree.iter().map(|f| (f.path.as_str(), f)).collect();
+                let landed = lfs.iter().all(|f| {
+                    at.get(f.path_in_repo.as_str())
+                        .is_some_and(|r| r.lfs_sha256.as_deref() == Some(&f.hashes.sha256_hex()))
+                }) && regular.iter().all(|f| {
+                    at.get(f.path_in_repo.as_str())
+                        .is_some_and(|r| Some(&r.oid) == f.hashes.git_oid.as_ref())
+                }) && deleted.iter().all(|p| !at.contains_key(p.as_str()));
+                if landed {
+                    self.note(&format!(
+                        "{repo}: the commit whose answer was lost ({failure}) is there: {now}"
+                    ));
+                    return Ok((
+                        CommitInfo {
+                            oid: now,
+                            url: String::new(),
+                        },
+                        inline,
+                    ));
+                }
+                return Err(HubError::protocol(
+                    repo,
+                    "commit",
+                    format!(
+                        "{failure}; meanwhile {revision} moved to {now}, which is not this commit: \
+                         not sending it again"
+                    ),
+                ));
+            }
+            attempt += 1;
+            if attempt > self.retry.max_retries {
+                return Err(failure);
+            }
+            let wait = self.retry.delay(attempt - 1);
+            self.note(&format!(
+                "{repo}: commit: {failure}; it did not land: sending it again in {:.1} s",
+                wait.as_secs_f64()
+            ));
+            tokio::time::sleep(wait).await;
+        }
     }
 
-    /// Upload files in one commit: preupload to sort LFS from regular
-    /// files, LFS batch to send only objects the server lacks, then the
-    /// commit (with `deleted` paths removed). Regular files whose remote blob
-    /// id already matches are left out of the commit.
+    /// Upload files in commits of at most [`MAX_COMMIT_FILES`] changes:
+    /// preupload to sort LFS from regular files (empty files are regular,
+    /// as on the Hub), LFS batch to send only objects the server lacks,
+    /// then the commits, in the order of `files` (the last commit holds the
+    /// last files, so a file that makes the others valid, such as a mirror's
+    /// manifest, goes last), with `deleted` paths removed by the first.
+    /// Regular files whose remote blob id already matches are left out.
     pub async fn upload_files(
         &self,
         repo: &str,
@@ -1377,12 +1674,14 @@ impl HubClient {
         }
         let modes = self.preupload(repo, revision, files).await?;
         let mut lfs = Vec::new();
-        let mut regular = Vec::new();
+        // Each change in order: (is LFS, file).
+        let mut changes: Vec<(bool, &UploadFile)> = Vec::new();
         for (f, (is_lfs, remote)) in files.iter().zip(modes) {
-            if is_lfs {
+            if is_lfs && f.hashes.size > 0 {
                 lfs.push(f);
+                changes.push((true, f));
             } else if remote.is_none() || remote != f.hashes.git_oid {
-                regular.push(f);
+                changes.push((false, f));
             }
         }
         let mut stats = UploadStats::default();
@@ -1390,14 +1689,42 @@ impl HubClient {
         stats.lfs_bytes_sent = sent;
         stats.lfs_objects_sent = n_sent;
         stats.lfs_objects_present = n_present;
-        let (info, inline) = self
-            .commit(repo, revision, summary, &lfs, &regular, deleted)
-            .await?;
-        stats.inline_bytes_sent = inline;
-        stats.commit = Some(info);
+        let mut batches: Vec<(Vec<&UploadFile>, Vec<&UploadFile>, &[String])> = Vec::new();
+        let mut deletes = deleted;
+        loop {
+            let take = deletes.len().min(MAX_COMMIT_FILES);
+            let (now, later) = deletes.split_at(take);
+            deletes = later;
+            let room = MAX_COMMIT_FILES - take;
+            let n = room.min(changes.len());
+            let mut l = Vec::new();
+            let mut r = Vec::new();
+            for (is_lfs, f) in changes.drain(..n) {
+                if is_lfs { l.push(f) } else { r.push(f) }
+            }
+            batches.push((l, r, now));
+            if deletes.is_empty() && changes.is_empty() {
+                break;
+            }
+        }
+        let count = batches.len();
+        for (k, (l, r, d)) in batches.into_iter().enumerate() {
+            let title = if count == 1 {
+                summary.to_string()
+            } else {
+                format!("{summary} ({} of {count})", k + 1)
+            };
+            let (info, inline) = self.commit(repo, revision, &title, &l, &r, d).await?;
+            stats.inline_bytes_sent += inline;
+            stats.commit = Some(info);
+        }
         Ok(stats)
     }
 }
+
+/// The most changes (files added, changed or deleted) one commit holds, as
+/// the Hub advises.
+pub const MAX_COMMIT_FILES: usize = 100;
 
 fn header_map(h: Option<&serde_json::Map<String, Value>>) -> HeaderMap {
     let mut out = HeaderMap::new();
@@ -1427,6 +1754,40 @@ fn is_retryable(resp: &Response) -> bool {
             .is_none_or(|c| c != crate::server::STORE_DAMAGED),
         _ => false,
     }
+}
+
+/// Why [`HubClient::execute_following`] gave up without an answer.
+enum Exec {
+    Stalled,
+    TooManyRedirects,
+}
+
+/// Where a redirect answer points, resolved against the request's URL.
+fn redirect_target(resp: &Response, url: &reqwest::Url) -> Option<reqwest::Url> {
+    if !resp.status().is_redirection() {
+        return None;
+    }
+    let loc = resp.headers().get("location")?.to_str().ok()?;
+    url.join(loc).ok()
+}
+
+/// `scheme://host:port` of a URL (for messages).
+fn origin_of(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .map(|u| u.origin().ascii_serialization())
+        .unwrap_or_else(|_| url.to_string())
+}
+
+/// How long a 429 asks to wait: `Retry-After`, else the `t` of the Hub's
+/// `RateLimit: "api";r=0;t=<seconds>` header.
+fn rate_limit_wait(h: &HeaderMap) -> Option<Duration> {
+    retry_after(h).or_else(|| {
+        let v = h.get("ratelimit")?.to_str().ok()?;
+        v.split([';', ','])
+            .find_map(|p| p.trim().strip_prefix("t="))
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .map(Duration::from_secs)
+    })
 }
 
 fn retry_after(h: &HeaderMap) -> Option<Duration> {
@@ -1464,6 +1825,56 @@ fn content_range_start(h: &HeaderMap) -> Option<u64> {
     let v = h.get("content-range")?.to_str().ok()?;
     let rest = v.strip_prefix("bytes ")?;
     rest.split('-').next()?.parse().ok()
+}
+
+/// Check a downloaded `part` against `expect` (removing it when it is not
+/// the file) and rename it to `dst`.
+pub(crate) async fn finish_download(
+    repo: &str,
+    path: &str,
+    part: &Path,
+    dst: &Path,
+    hashes: FileHashes,
+    expect: &Expect,
+) -> Result<FileHashes> {
+    let bad = |what: &'static str, expected: &str, actual: &str| HubError::Integrity {
+        repo: repo.into(),
+        file: path.into(),
+        what,
+        expected: expected.into(),
+        actual: actual.into(),
+    };
+    let differs = if let Some(s) = expect.size
+        && s != hashes.size
+    {
+        Some(bad(
+            "size",
+            &format!("{s} bytes"),
+            &format!("{} bytes", hashes.size),
+        ))
+    } else if let Some(want) = &expect.sha256
+        && !want.eq_ignore_ascii_case(&hashes.sha256_hex())
+    {
+        Some(bad("SHA-256", want, &hashes.sha256_hex()))
+    } else if let Some(want) = &expect.git_oid
+        && !want.eq_ignore_ascii_case(hashes.git_oid.as_deref().unwrap_or_default())
+    {
+        Some(bad(
+            "git blob id",
+            want,
+            hashes.git_oid.as_deref().unwrap_or_default(),
+        ))
+    } else {
+        None
+    };
+    if let Some(e) = differs {
+        let _ = tokio::fs::remove_file(part).await;
+        return Err(e);
+    }
+    tokio::fs::rename(part, dst)
+        .await
+        .map_err(|e| HubError::io(dst, e))?;
+    Ok(hashes)
 }
 
 /// `dst` with `.incomplete` appended (the name `huggingface_hub` uses too).
@@ -1539,6 +1950,19 @@ async fn check(
         }
         _ => {}
     }
+    if code.as_deref() == Some("GatedRepo") {
+        return Err(HubError::Gated {
+            repo: repo.into(),
+            endpoint: endpoint.into(),
+        });
+    }
+    if status == StatusCode::UNAUTHORIZED && !client.has_token() {
+        return Err(HubError::TokenRequired {
+            repo: repo.into(),
+            status: status.as_u16(),
+            hint: client.token_hint.to_string(),
+        });
+    }
     if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
         return Err(HubError::Unauthorized {
             repo: repo.into(),
@@ -1580,6 +2004,46 @@ async fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An LFS PUT of a file goes out with its `Content-Length` and no
+    /// chunked encoding (S3's presigned PUTs refuse those), and no token to
+    /// another host.
+    #[tokio::test]
+    async fn a_file_put_has_a_length_and_no_token_elsewhere() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let head = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut buf = Vec::new();
+            let mut b = [0u8; 4096];
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = s.read(&mut b).await.unwrap();
+                buf.extend_from_slice(&b[..n]);
+            }
+            s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                .await
+                .unwrap();
+            String::from_utf8_lossy(&buf).to_ascii_lowercase()
+        });
+        let tmp = tempfile::tempdir().unwrap();
+        let f = tmp.path().join("x.bin");
+        std::fs::write(&f, vec![7u8; 100_000]).unwrap();
+        let c = HubClient::new("http://127.0.0.1:1", Some("hf_secret".into())).unwrap();
+        let up = UploadFile {
+            path_in_repo: "x.bin".into(),
+            local: f.clone(),
+            hashes: hashing::hash_file(&f, false).unwrap(),
+        };
+        let actions = json!({"upload": {"href": format!("http://{addr}/put")}});
+        c.upload_one("org/m", &up, &actions, &brevis_core::NoProgress)
+            .await
+            .unwrap();
+        let head = head.await.unwrap();
+        assert!(head.contains("content-length: 100000"), "{head}");
+        assert!(!head.contains("transfer-encoding"), "{head}");
+        assert!(!head.contains("authorization"), "{head}");
+    }
 
     #[test]
     fn link_header() {

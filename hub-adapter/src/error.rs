@@ -43,6 +43,51 @@ pub enum HubError {
         /// Where the token comes from (e.g. `HF_TOKEN / --token`).
         hint: String,
     },
+    /// The request needs a token and none was sent (401).
+    #[error(
+        "{repo}: the Hub answered {status}: a token is needed and none was sent; give one with {hint} (`hf auth login` stores one for HF_TOKEN's endpoint)"
+    )]
+    TokenRequired {
+        /// Repo id (or the endpoint used).
+        repo: String,
+        /// HTTP status.
+        status: u16,
+        /// Where a token would come from (e.g. `HF_TOKEN / --token`).
+        hint: String,
+    },
+    /// The repo is gated: its terms must be accepted on its page first.
+    #[error(
+        "{repo} is gated: accept its terms at {endpoint}/{repo} with the account the token belongs to, then try again"
+    )]
+    Gated {
+        /// Repo id.
+        repo: String,
+        /// Hub endpoint.
+        endpoint: String,
+    },
+    /// The Hub kept answering 429 for longer than the client may wait.
+    #[error(
+        "{repo}: {what}: rate limited by the Hub; waited {waited_secs} s of at most {limit_secs} s (BREVIS_RATE_LIMIT_WAIT sets how long to wait)"
+    )]
+    RateLimited {
+        /// Repo id.
+        repo: String,
+        /// Which call.
+        what: &'static str,
+        /// Seconds waited for this call so far (and the next wait asked).
+        waited_secs: u64,
+        /// The most this client waits.
+        limit_secs: u64,
+    },
+    /// The endpoint cannot be reached and retrying will not help (its name
+    /// does not resolve, or nothing listens there).
+    #[error("{endpoint}: {reason}")]
+    Unreachable {
+        /// The endpoint or host.
+        endpoint: String,
+        /// What failed and what to do.
+        reason: String,
+    },
     /// The repo already exists (creating it).
     #[error("repository {repo} already exists")]
     RepoExists {

@@ -39,8 +39,9 @@ pub struct MirrorOptions {
     pub revision: String,
     /// A prior to use instead of learning one.
     pub prior: Option<PathBuf>,
-    /// Create the destination private.
-    pub private: bool,
+    /// Create the destination private (`Some(true)`) or public
+    /// (`Some(false)`); `None` keeps its namespace's default.
+    pub private: Option<bool>,
     /// Only plan: list what would be done.
     pub dry_run: bool,
     /// Only source files matching one of these globs (all when empty).
@@ -73,7 +74,7 @@ impl MirrorOptions {
             dest: None,
             revision: "main".into(),
             prior: None,
-            private: false,
+            private: None,
             dry_run: false,
             include: Vec::new(),
             exclude: Vec::new(),
@@ -575,6 +576,16 @@ pub async fn mirror(
         return Ok(report);
     }
 
+    // The destination must take what is made before anything is
+    // downloaded: a missing token or permission fails in seconds.
+    note(&format!(
+        "mirroring {}@{} into {dest} at {}",
+        opts.src,
+        &commit[..12],
+        dst.endpoint()
+    ));
+    dst.ensure_writable(&dest, opts.private).await?;
+
     // Download what is not already complete in the work folder.
     let src_dir = work.join("src");
     let mut todo = Vec::new();
@@ -700,7 +711,6 @@ pub async fn mirror(
     let mut sending: tokio::task::JoinSet<Result<Sent>> = tokio::task::JoinSet::new();
     let slots = Arc::new(tokio::sync::Semaphore::new(dst.concurrency()));
     let mut sent_early = Sent::default();
-    let mut dest_ready = false;
     let compressed: Result<()> = async {
         for ((f, (archive, enc)), h) in files.iter().zip(&names).zip(&src_hashes) {
             let local = src_dir.join(&f.path);
@@ -817,10 +827,6 @@ pub async fn mirror(
                 hashes: sh,
             });
             if *enc == Encoding::Brv {
-                if !dest_ready {
-                    dst.create_repo(&dest, opts.private, true).await?;
-                    dest_ready = true;
-                }
                 let file = uploads.last().expect("just pushed").clone();
                 let slot = slots.clone();
                 sending.spawn(send_object(dst.clone(), dest.clone(), file, slot));
@@ -878,7 +884,6 @@ pub async fn mirror(
     }
 
     // Upload what differs.
-    dst.create_repo(&dest, opts.private, true).await?;
     let tree = dst.list_files(&dest, "main").await?;
     let remote: HashMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
     let planned: std::collections::HashSet<&str> =
@@ -1512,7 +1517,10 @@ async fn check_source(
 ) -> Result<SourceCheck> {
     let src = &m.source;
     let unread = |e: &HubError| match e {
-        HubError::RepoNotFound { .. } | HubError::Unauthorized { .. } => true,
+        HubError::RepoNotFound { .. }
+        | HubError::Unauthorized { .. }
+        | HubError::TokenRequired { .. }
+        | HubError::Gated { .. } => true,
         HubError::Http { status, .. } => *status < 500 && *status != 429,
         _ => false,
     };

@@ -526,18 +526,18 @@ async fn wrong_token_is_refused() {
     // A read token reads but may not write.
     let ro = client(&srv.url(), Some("hf_read"));
     assert!(ro.repo_info("org/model", "main").await.is_ok());
-    let e = ro.create_repo("org/other", false, false).await.unwrap_err();
+    let e = ro.create_repo("org/other", None, false).await.unwrap_err();
     assert!(
         matches!(e, HubError::Unauthorized { status: 403, .. }),
         "{e}"
     );
     // Anonymous writes are refused; the good token writes.
     let anon = client(&srv.url(), None);
-    assert!(anon.create_repo("org/other", false, false).await.is_err());
+    assert!(anon.create_repo("org/other", None, false).await.is_err());
     let good = client(&srv.url(), Some("hf_good"));
-    good.create_repo("org/other", false, false).await.unwrap();
+    good.create_repo("org/other", None, false).await.unwrap();
     let e = good
-        .create_repo("org/other", false, false)
+        .create_repo("org/other", None, false)
         .await
         .unwrap_err();
     assert!(matches!(e, HubError::RepoExists { .. }), "{e}");
@@ -1007,7 +1007,7 @@ async fn git_paths_are_refused() {
     // serve's commit endpoint refuses it (sent raw, past the client's check).
     let srv = serve(&tmp.path().join("store"), &[], |o| o).await;
     let c = client(&srv.url(), None);
-    c.create_repo("org/x", false, true).await.unwrap();
+    c.create_repo("org/x", None, true).await.unwrap();
     let body = |path: &str| {
         format!(
             "{}\n{}\n",
@@ -1074,11 +1074,13 @@ async fn mirror_sends_each_token_only_to_its_endpoint() {
         !err.contains("hf_source") && !err.contains("hf_dest"),
         "{err}"
     );
-    // The refusal points at the destination's token, not at HF_TOKEN.
+    // The refusal says no token was sent, and points at the destination's
+    // token, not at HF_TOKEN; before anything was downloaded.
     assert!(
-        err.contains("refused the token") && err.contains("check --to-token / BREVIS_TO_TOKEN"),
+        err.contains("none was sent") && err.contains("--to-token / BREVIS_TO_TOKEN"),
         "{err}"
     );
+    assert!(!err.contains("downloading"), "{err}");
     // A wrong --to-token: the same hint.
     let out = run(&["--token", "hf_source", "--to-token", "hf_wrong"]);
     assert_eq!(out.status.code(), Some(2));
@@ -1204,8 +1206,14 @@ async fn mirror_refuses_a_file_changed_after_its_download_was_checked() {
         matches!(&e, HubError::Integrity { file, what: "SHA-256", .. } if file == "config.json"),
         "{e}"
     );
-    // Nothing was published.
-    assert!(c.list_files("org/model-brevis", "main").await.is_err());
+    // Nothing was published (the destination was made, empty, before the
+    // download: a missing permission fails before any work).
+    assert!(
+        c.list_files("org/model-brevis", "main")
+            .await
+            .unwrap()
+            .is_empty()
+    );
     srv.shutdown().await;
 }
 

@@ -2,5 +2,6 @@
 mod archive;
 mod cli;
 mod hub;
+mod real_hub;
 mod regression;
 mod security;

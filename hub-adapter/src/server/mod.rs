@@ -64,6 +64,12 @@ pub struct Faults {
     pub lfs_puts: AtomicUsize,
     /// Bytes sent in GET resolve bodies.
     pub bytes_served: AtomicU64,
+    /// Answer the next this many commits 504 after making them (a gateway
+    /// that timed out while the commit landed).
+    pub lose_commit_answers: AtomicUsize,
+    /// Answer the next `.0` requests 429 with `RateLimit: "api";r=0;t=.1`
+    /// and no `Retry-After`.
+    pub rate_limit: Mutex<Option<(u32, u64)>>,
 }
 
 /// How to serve.
@@ -498,6 +504,30 @@ fn route_error(e: RouteError) -> Resp {
     }
 }
 
+/// The 429 the [`Faults::rate_limit`] hook asks for, if it does.
+fn rate_limit_fault(st: &State) -> Option<Resp> {
+    let mut f = st
+        .opts
+        .faults
+        .rate_limit
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let (n, t) = f.as_mut()?;
+    if *n == 0 {
+        return None;
+    }
+    *n -= 1;
+    let mut r = error(
+        StatusCode::TOO_MANY_REQUESTS,
+        None,
+        "rate limited (test hook)",
+    );
+    if let Ok(v) = HeaderValue::from_str(&format!("\"api\";r=0;t={t}")) {
+        r.headers_mut().insert("ratelimit", v);
+    }
+    Some(r)
+}
+
 fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -527,6 +557,9 @@ async fn handle(st: Arc<State>, method: Method, uri: Uri, headers: HeaderMap, bo
         Ok(a) => a,
         Err(r) => return r,
     };
+    if let Some(r) = rate_limit_fault(&st) {
+        return r;
+    }
     match route {
         Route::WhoAmI => write::whoami(&st, access),
         Route::CreateRepo => write::create(&st, access, &headers, body).await,

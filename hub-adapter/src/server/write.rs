@@ -413,6 +413,17 @@ fn apply(
     if let Err(e) = st.store.set_head(repo, rev, &c.oid) {
         return internal(e);
     }
+    let lose = &st.opts.faults.lose_commit_answers;
+    if lose
+        .fetch_update(
+            std::sync::atomic::Ordering::SeqCst,
+            std::sync::atomic::Ordering::SeqCst,
+            |n| n.checked_sub(1),
+        )
+        .is_ok()
+    {
+        return error(StatusCode::GATEWAY_TIMEOUT, None, "lost by test hook");
+    }
     json_resp(
         StatusCode::OK,
         &json!({"success": true, "commitOid": c.oid, "commitMessage": summary,
