@@ -509,9 +509,15 @@ impl HubClient {
                 }
             };
             match outcome {
-                Ok(resp) if resp.status() == StatusCode::TOO_MANY_REQUESTS => {
-                    let wait = rate_limit_wait(resp.headers()).unwrap_or(self.retry.delay(attempt))
-                        + RATE_LIMIT_MARGIN;
+                // A 429 that says how long (the Hub's `RateLimit`, or
+                // `Retry-After`) is waited out without costing an attempt;
+                // one that does not is retried like a 5xx.
+                Ok(resp)
+                    if resp.status() == StatusCode::TOO_MANY_REQUESTS
+                        && rate_limit_wait(resp.headers()).is_some() =>
+                {
+                    let wait =
+                        rate_limit_wait(resp.headers()).unwrap_or_default() + RATE_LIMIT_MARGIN;
                     if rate_waited + wait > self.max_rate_wait {
                         return Err(HubError::RateLimited {
                             repo: repo.into(),

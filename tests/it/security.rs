@@ -371,8 +371,63 @@ async fn upload_tickets_are_bound_to_their_object() {
     assert_eq!(r.status, 200, "{r:?}");
     assert!(store.has_object(&oid.parse().unwrap(), 20));
     assert!(!store.parts_dir(&oid.parse().unwrap()).exists());
+    // A small batch asking for huge objects, or many: bounded answers.
+    let huge: Vec<_> = (0..20)
+        .map(|i| serde_json::json!({"oid": format!("{i:064x}"), "size": 1u64 << 50}))
+        .collect();
+    let many: Vec<_> = (0..1001)
+        .map(|i| serde_json::json!({"oid": format!("{i:064x}"), "size": 1}))
+        .collect();
+    let parts: Vec<_> = (0..20)
+        .map(|i| serde_json::json!({"oid": format!("{i:064x}"), "size": 1u64 << 39}))
+        .collect();
+    for (objects, want) in [(huge, 200), (many, 413), (parts, 413)] {
+        let body = serde_json::json!({"operation": "upload", "objects": objects});
+        let r = post(
+            addr,
+            "/org/pub.git/info/lfs/objects/batch",
+            Some(WRITE),
+            &body.to_string(),
+        )
+        .await;
+        assert_eq!(
+            r.status,
+            want,
+            "{}",
+            String::from_utf8_lossy(&r.body[..r.body.len().min(300)])
+        );
+        assert!(
+            r.body.len() < 1 << 20,
+            "an answer of {} bytes",
+            r.body.len()
+        );
+    }
     sc.assert_outside_untouched();
     sc.srv.shutdown().await;
+}
+
+/// A private repo is hidden from anonymous readers whenever the server has
+/// tokens, read-only ones included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_repos_are_hidden_with_only_read_tokens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("store");
+    let store = Store::open(&root).unwrap();
+    store
+        .create_repo(&"org/secret".parse().unwrap(), true)
+        .unwrap();
+    let srv = serve(&root, &[], |o| o.read_token(READ)).await;
+    assert_eq!(
+        get(srv.addr(), "/api/models/org/secret", None).await.status,
+        404
+    );
+    assert_eq!(
+        get(srv.addr(), "/api/models/org/secret", Some(READ))
+            .await
+            .status,
+        200
+    );
+    srv.shutdown().await;
 }
 
 /// (5) Every endpoint with identifiers that are paths, overlong, not hex,
@@ -453,6 +508,13 @@ async fn hostile_identifiers_on_every_endpoint_are_refused() {
     ] {
         assert_eq!(get(addr, p, Some(WRITE)).await.status, 404, "{p}");
     }
+    // And a branch that is a folder of branches: missing too, and no path
+    // of the server's disk in any answer.
+    let r = post(addr, "/api/models/org/pub/branch/c%2Fd", Some(WRITE), "{}").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let r = get(addr, "/api/models/org/pub/revision/c", Some(WRITE)).await;
+    assert_eq!(r.status, 404, "{r:?}");
+    assert!(!String::from_utf8_lossy(&r.body).contains("/tmp"), "{r:?}");
     sc.assert_outside_untouched();
     sc.srv.shutdown().await;
 }
@@ -740,6 +802,17 @@ async fn slow_readers_of_decoded_files_are_bounded() {
     );
     drop(conns);
     drop(held);
+    // Ranges of the last byte, their clients gone at once: the decoders
+    // skipping towards that byte notice and give their slots back.
+    for _ in 0..6 {
+        let mut s = connect_from(addr, Ipv4Addr::new(127, 0, 0, 50)).await;
+        s.write_all(
+            format!("GET {path} HTTP/1.1\r\nhost: x\r\nrange: bytes=-1\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+        drop(s);
+    }
     // The readers gone, the file is served whole (the slots come back).
     let mut whole = None;
     for _ in 0..50 {

@@ -123,13 +123,16 @@ impl BoundedBody {
 }
 
 /// NDJSON lines of a bounded body, one at a time, each at most `max_line`
-/// bytes (without its newline).
+/// bytes (without its newline). Each byte is scanned once and copied out
+/// once, whatever the lines' lengths.
 pub struct Lines {
     body: BoundedBody,
     buf: Vec<u8>,
-    max_line: u64,
-    /// Bytes of `buf` known to hold no newline.
+    /// Where the next line starts in `buf`.
+    start: usize,
+    /// Bytes of `buf` from `start` known to hold no newline.
     scanned: usize,
+    max_line: u64,
     done: bool,
 }
 
@@ -139,8 +142,9 @@ impl Lines {
         Lines {
             body,
             buf: Vec::new(),
-            max_line,
+            start: 0,
             scanned: 0,
+            max_line,
             done: false,
         }
     }
@@ -148,31 +152,36 @@ impl Lines {
     /// The next line (without its `\n`), `None` at the end.
     pub async fn next_line(&mut self) -> Result<Option<Vec<u8>>, BodyError> {
         loop {
-            if let Some(i) = self.buf[self.scanned..]
-                .iter()
-                .position(|&b| b == b'\n')
-                .map(|i| i + self.scanned)
-            {
-                self.scanned = 0;
-                if i as u64 > self.max_line {
+            let from = self.start + self.scanned;
+            if let Some(i) = self.buf[from..].iter().position(|&b| b == b'\n') {
+                let end = from + i;
+                if (end - self.start) as u64 > self.max_line {
                     return Err(BodyError::TooLarge {
                         limit: self.max_line,
                     });
                 }
-                let rest = self.buf.split_off(i + 1);
-                let mut line = std::mem::replace(&mut self.buf, rest);
-                line.pop();
+                let line = self.buf[self.start..end].to_vec();
+                self.start = end + 1;
+                self.scanned = 0;
                 return Ok(Some(line));
             }
-            self.scanned = self.buf.len();
-            if self.buf.len() as u64 > self.max_line {
+            self.scanned = self.buf.len() - self.start;
+            if self.scanned as u64 > self.max_line {
                 return Err(BodyError::TooLarge {
                     limit: self.max_line,
                 });
             }
             if self.done {
+                let rest = self.buf.split_off(self.start);
+                self.buf.clear();
+                self.start = 0;
                 self.scanned = 0;
-                return Ok((!self.buf.is_empty()).then(|| std::mem::take(&mut self.buf)));
+                return Ok((!rest.is_empty()).then_some(rest));
+            }
+            // Drop the lines already handed out before reading more.
+            if self.start > 0 {
+                self.buf.drain(..self.start);
+                self.start = 0;
             }
             match self.body.chunk().await? {
                 Some(c) => self.buf.extend_from_slice(&c),
@@ -232,6 +241,24 @@ mod tests {
         );
         let mut l = Lines::new(b.unwrap(), 5);
         assert_eq!(l.next_line().await, Err(BodyError::TooLarge { limit: 5 }));
+    }
+
+    #[tokio::test]
+    async fn many_short_lines() {
+        static NL: [u8; 1 << 20] = [b'\n'; 1 << 20];
+        let b = BoundedBody::new(
+            &HeaderMap::new(),
+            body_of(vec![&NL, b"x"]),
+            2 << 20,
+            Duration::from_secs(5),
+        );
+        let mut l = Lines::new(b.unwrap(), 16);
+        let mut n = 0;
+        while let Some(x) = l.next_line().await.unwrap() {
+            assert!(x.is_empty() || x == b"x");
+            n += 1;
+        }
+        assert_eq!(n, (1 << 20) + 1);
     }
 
     #[tokio::test]

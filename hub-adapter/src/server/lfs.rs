@@ -11,7 +11,10 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt as _;
 
 use super::body::{BodyError, BoundedBody};
-use super::limits::{MAX_BATCH_BODY, MAX_COMPLETE_BODY, MAX_JSON_BODY};
+use super::limits::{
+    MAX_BATCH_BODY, MAX_BATCH_OBJECTS, MAX_BATCH_PARTS, MAX_COMPLETE_BODY, MAX_JSON_BODY,
+    MAX_LFS_OBJECT,
+};
 use super::ticket::Ticket;
 use super::write::{json_body, need_write};
 use super::{
@@ -55,13 +58,18 @@ pub(super) async fn batch(
     }
     let base = base_url(h);
     let now = now_secs();
+    let objects = v.get("objects").and_then(Value::as_array);
+    if objects.is_some_and(|o| o.len() > MAX_BATCH_OBJECTS) {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            None,
+            &format!("at most {MAX_BATCH_OBJECTS} objects a batch"),
+        );
+    }
     let mut out = Vec::new();
-    for o in v
-        .get("objects")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    let mut seen = std::collections::HashSet::new();
+    let mut parts_out = 0u64;
+    for o in objects.into_iter().flatten() {
         let raw = o.get("oid").and_then(Value::as_str).unwrap_or("");
         let size = o.get("size").and_then(Value::as_u64).unwrap_or(0);
         let Ok(oid) = Oid::parse(raw) else {
@@ -70,6 +78,14 @@ pub(super) async fn batch(
             );
             continue;
         };
+        if size > MAX_LFS_OBJECT {
+            out.push(json!({"oid": oid, "size": size, "error": {"code": 422,
+                "message": format!("larger than this server's limit of {MAX_LFS_OBJECT} bytes")}}));
+            continue;
+        }
+        if !seen.insert((oid.clone(), size)) {
+            continue;
+        }
         if st.store.has_object(&oid, size) {
             out.push(json!({"oid": oid, "size": size}));
             continue;
@@ -84,6 +100,14 @@ pub(super) async fn batch(
         let upload_url = format!("{base}/lfs-upload/{t}");
         let verify = json!({"href": format!("{base}/lfs-verify/{t}")});
         let upload = if multipart {
+            parts_out += size.div_ceil(chunk);
+            if parts_out > MAX_BATCH_PARTS {
+                return error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    None,
+                    "too many parts for one batch answer: ask for fewer objects at once",
+                );
+            }
             let mut header = serde_json::Map::new();
             header.insert("chunk_size".into(), json!(chunk.to_string()));
             for n in 1..=size.div_ceil(chunk) {
@@ -255,6 +279,15 @@ pub(super) async fn complete(st: &State, t: &Ticket, h: &HeaderMap, body: Body) 
             &format!("expected parts 1 to {want}, in order"),
         );
     }
+    // One completion of an object at a time (each joins its parts on a
+    // blocking thread).
+    let Some(_joining) = Joining::start(st, &t.oid) else {
+        return error(
+            StatusCode::CONFLICT,
+            None,
+            "this object's parts are being joined already",
+        );
+    };
     let store = st.store.clone();
     let t = t.clone();
     let res = tokio::task::spawn_blocking(move || -> std::result::Result<(), String> {
@@ -293,6 +326,32 @@ pub(super) async fn complete(st: &State, t: &Ticket, h: &HeaderMap, body: Body) 
         Ok(Ok(())) => json_resp(StatusCode::OK, &json!({})),
         Ok(Err(m)) => error(StatusCode::BAD_REQUEST, None, &m),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, None, &e.to_string()),
+    }
+}
+
+/// An object whose parts are being joined, for as long as this lives.
+struct Joining<'a> {
+    st: &'a State,
+    oid: Oid,
+}
+
+impl<'a> Joining<'a> {
+    fn start(st: &'a State, oid: &Oid) -> Option<Joining<'a>> {
+        let mut j = st.joining.lock().unwrap_or_else(|p| p.into_inner());
+        j.insert(oid.clone()).then(|| Joining {
+            st,
+            oid: oid.clone(),
+        })
+    }
+}
+
+impl Drop for Joining<'_> {
+    fn drop(&mut self) {
+        self.st
+            .joining
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.oid);
     }
 }
 

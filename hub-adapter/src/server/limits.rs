@@ -22,6 +22,17 @@ pub const MAX_JSON_BODY: u64 = 64 << 10;
 pub const MAX_PREUPLOAD_BODY: u64 = 4 << 20;
 /// Largest LFS batch body (`huggingface_hub` sends 256 objects a call).
 pub const MAX_BATCH_BODY: u64 = 4 << 20;
+/// Most objects one LFS batch request may ask about (git-lfs asks 100 at
+/// a time, `huggingface_hub` 256).
+pub const MAX_BATCH_OBJECTS: usize = 1000;
+/// Largest LFS object accepted (the Hub takes files up to 50 GB).
+pub const MAX_LFS_OBJECT: u64 = 1 << 40;
+/// Most part URLs one batch answer holds (an object has at most 10,000
+/// parts): more, and the client is told to ask for fewer objects at once.
+pub const MAX_BATCH_PARTS: u64 = 20_000;
+/// Most files a repo's commit may hold (every read of the repo parses its
+/// record).
+pub const MAX_REPO_FILES: usize = 100_000;
 /// Largest multipart completion body (10,000 parts with their ETags).
 pub const MAX_COMPLETE_BODY: u64 = 4 << 20;
 /// Largest commit body. Files of [`LFS_SIZE_THRESHOLD`] or more go through

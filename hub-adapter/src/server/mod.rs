@@ -154,7 +154,15 @@ struct State {
     decode_slots: Arc<tokio::sync::Semaphore>,
     /// Slots for commit bodies being read.
     commit_slots: tokio::sync::Semaphore,
+    /// Objects whose multipart upload is being completed.
+    joining: Mutex<std::collections::HashSet<crate::ids::Oid>>,
+    /// The files repos serve at a commit, shared by the requests reading
+    /// them.
+    views: Mutex<store::Cache<(crate::ids::RepoId, crate::ids::CommitId, bool), read::ViewFiles>>,
 }
+
+/// Memory the shared views of repos may take, about.
+const VIEW_CACHE_BYTES: u64 = 128 << 20;
 
 /// A server running on a tokio runtime.
 pub struct RunningServer {
@@ -253,6 +261,8 @@ pub async fn start(opts: ServerOptions, addr: SocketAddr) -> Result<RunningServe
         opts,
         key,
         write_lock: Mutex::new(()),
+        joining: Mutex::new(std::collections::HashSet::new()),
+        views: Mutex::new(store::Cache::new(VIEW_CACHE_BYTES)),
     });
     let sweeper = {
         let store = state.store.clone();
@@ -297,7 +307,21 @@ pub async fn start(opts: ServerOptions, addr: SocketAddr) -> Result<RunningServe
                 _ = &mut rx => break,
                 Some(_) = conns.join_next(), if !conns.is_empty() => continue,
             };
-            let ip = peer.ip();
+            // IPv6 clients are counted by their /64: one host holds many
+            // addresses of its prefix.
+            let ip = match peer.ip() {
+                IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
+                    let o = v6.octets();
+                    let mut p = [0u8; 16];
+                    p[..8].copy_from_slice(&o[..8]);
+                    IpAddr::V6(std::net::Ipv6Addr::from(p))
+                }
+                IpAddr::V6(v6) => IpAddr::V4(
+                    v6.to_ipv4_mapped()
+                        .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED),
+                ),
+                v4 => v4,
+            };
             let admitted = {
                 let mut c = count.lock().unwrap_or_else(|p| p.into_inner());
                 let mine = c.by_addr.get(&ip).copied().unwrap_or(0);
@@ -389,8 +413,15 @@ fn json_resp(status: StatusCode, v: &Value) -> Resp {
         .unwrap_or_default()
 }
 
+/// A 500 that tells the client nothing of the server's disk: the cause
+/// goes to the server's standard error.
 fn internal(e: HubError) -> Resp {
-    error(StatusCode::INTERNAL_SERVER_ERROR, None, &e.to_string())
+    eprintln!("serve: internal error: {e}");
+    error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        None,
+        "internal error (the server's log says more)",
+    )
 }
 
 fn repo_not_found() -> Resp {
@@ -459,9 +490,12 @@ impl State {
     }
 }
 
-/// Compare two byte strings in time that depends only on their lengths.
+/// Compare two tokens in constant time: their SHA-256 digests, so neither
+/// content nor length shows in the time taken.
 fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+    use sha2::Digest as _;
+    let (x, y) = (sha2::Sha256::digest(a), sha2::Sha256::digest(b));
+    x.iter().zip(y.iter()).fold(0u8, |d, (p, q)| d | (p ^ q)) == 0
 }
 
 fn base_url(h: &HeaderMap) -> String {

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
 
+use super::limits::{BODY_GRACE, MIN_BODY_RATE};
 use super::store::{self, Commit, FileRec};
 use super::{
     Access, DECODED_FROM, Resp, STORE_DAMAGED, State, base_url, error, internal, json_resp,
@@ -30,19 +31,26 @@ const STREAM_CHUNK: usize = 64 << 10;
 const STREAM_QUEUE: usize = 4;
 
 /// One file as served (stored or decoded from a mirror).
-struct ViewFile {
+pub(super) struct ViewFile {
     rec: FileRec,
     /// Object to stream, or archive object to decode.
     object: Oid,
     decode: bool,
 }
 
+/// The files a repo serves at one commit.
+pub(super) type ViewFiles = BTreeMap<RepoPath, ViewFile>;
+
+/// About how many bytes of memory a served file takes (its path, record
+/// and map entry), for the view cache's budget.
+const VIEW_FILE_COST: u64 = 256;
+
 struct View {
     repo: RepoId,
     sha: CommitId,
     private: bool,
     time: u64,
-    files: BTreeMap<RepoPath, ViewFile>,
+    files: Arc<ViewFiles>,
     /// The mirror a source served decoded comes from (said to clients in
     /// [`DECODED_FROM`]: its listing is that mirror's word, not a source's).
     decoded_from: Option<RepoId>,
@@ -60,16 +68,15 @@ enum Served {
     Decoded {
         private: bool,
         mirror_repo: RepoId,
-        mirror: Box<Commit>,
-        manifest: Box<Manifest>,
+        mirror: Arc<Commit>,
+        manifest: Arc<Manifest>,
     },
 }
 
 /// Find where `repo` is served from (404 when it is not, or the caller may
 /// not see it).
 fn served(st: &State, access: Access, repo: &RepoId) -> std::result::Result<Served, Resp> {
-    let hidden =
-        |private: bool| private && access == Access::Anonymous && !st.opts.tokens.is_empty();
+    let hidden = |private: bool| private && access == Access::Anonymous && !st.open();
     if let Some(private) = st.store.repo_private(repo) {
         if hidden(private) {
             return Err(repo_not_found());
@@ -107,8 +114,8 @@ fn served(st: &State, access: Access, repo: &RepoId) -> std::result::Result<Serv
     Ok(Served::Decoded {
         private,
         mirror_repo: mirror,
-        mirror: Box::new(c),
-        manifest: Box::new(manifest),
+        mirror: c,
+        manifest,
     })
 }
 
@@ -140,24 +147,22 @@ fn view(
                 .resolve(repo, rev)
                 .map_err(internal)?
                 .ok_or_else(|| rev_not_found(rev.as_str()))?;
-            let files = c
-                .files
-                .into_iter()
-                .map(|(p, rec)| {
-                    let object = rec.sha256.clone();
-                    (
-                        p,
-                        ViewFile {
-                            rec,
-                            object,
+            let files = cached_files(st, repo, &c.oid, false, || {
+                Ok(c.files
+                    .iter()
+                    .map(|(p, rec)| {
+                        let f = ViewFile {
+                            rec: rec.clone(),
+                            object: rec.sha256.clone(),
                             decode: false,
-                        },
-                    )
-                })
-                .collect();
+                        };
+                        (p.clone(), f)
+                    })
+                    .collect())
+            })?;
             return Ok(View {
                 repo: repo.clone(),
-                sha: c.oid,
+                sha: c.oid.clone(),
                 private,
                 time: c.time,
                 files,
@@ -180,27 +185,30 @@ fn view(
             reason: format!("{what} is not valid"),
         })
     };
-    let mut files = BTreeMap::new();
-    for f in &man.files {
-        let Some(stored) = c.files.get(f.archive.as_str()) else {
-            continue;
-        };
-        let path = RepoPath::parse(&f.path).map_err(|_| bad("a path"))?;
-        let rec = FileRec {
-            size: f.size,
-            sha256: Oid::parse(&f.sha256).map_err(|_| bad("a sha256"))?,
-            git_oid: crate::ids::BlobId::parse(&f.git_oid).map_err(|_| bad("a git oid"))?,
-            lfs: f.lfs,
-        };
-        files.insert(
-            path,
-            ViewFile {
-                rec,
-                object: stored.sha256.clone(),
-                decode: f.encoding == Encoding::Brv,
-            },
-        );
-    }
+    let files = cached_files(st, &mirror_repo, &c.oid, true, || {
+        let mut files = BTreeMap::new();
+        for f in &man.files {
+            let Some(stored) = c.files.get(f.archive.as_str()) else {
+                continue;
+            };
+            let path = RepoPath::parse(&f.path).map_err(|_| bad("a path"))?;
+            let rec = FileRec {
+                size: f.size,
+                sha256: Oid::parse(&f.sha256).map_err(|_| bad("a sha256"))?,
+                git_oid: crate::ids::BlobId::parse(&f.git_oid).map_err(|_| bad("a git oid"))?,
+                lfs: f.lfs,
+            };
+            files.insert(
+                path,
+                ViewFile {
+                    rec,
+                    object: stored.sha256.clone(),
+                    decode: f.encoding == Encoding::Brv,
+                },
+            );
+        }
+        Ok(files)
+    })?;
     Ok(View {
         repo: repo.clone(),
         sha: CommitId::parse(&man.source.commit).map_err(|_| bad("the source commit"))?,
@@ -209,6 +217,29 @@ fn view(
         files,
         decoded_from: Some(mirror_repo),
     })
+}
+
+/// The files of `repo` at commit `oid`: a stored repo's own, or (`decoded`)
+/// what a mirror's commit serves as its source; built once and shared
+/// while cached.
+fn cached_files(
+    st: &State,
+    repo: &RepoId,
+    oid: &CommitId,
+    decoded: bool,
+    build: impl FnOnce() -> std::result::Result<ViewFiles, Resp>,
+) -> std::result::Result<Arc<ViewFiles>, Resp> {
+    let key = (repo.clone(), oid.clone(), decoded);
+    if let Some(f) = st.views.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(f);
+    }
+    let files = Arc::new(build()?);
+    let cost = files.len() as u64 * VIEW_FILE_COST;
+    st.views
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, files.clone(), cost);
+    Ok(files)
 }
 
 /// `r` with [`DECODED_FROM`] when `v` is a source served decoded.
@@ -330,7 +361,7 @@ pub(super) fn tree(
     }
     let mut items: Vec<Value> = Vec::new();
     let mut dirs = std::collections::BTreeSet::new();
-    for (p, f) in &v.files {
+    for (p, f) in v.files.iter() {
         let Some(rest) = p.as_str().strip_prefix(&pre) else {
             continue;
         };
@@ -517,7 +548,7 @@ pub(super) async fn resolve(
     if head || len == 0 {
         return r.body(Body::empty()).unwrap_or_default();
     }
-    let stall = st.opts.limits.send_stall_timeout;
+    let pace = Pace::new(st.opts.limits.send_stall_timeout);
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(STREAM_QUEUE);
     if f.decode {
         // A decoding slot first: a blocking thread and about one region of
@@ -537,27 +568,39 @@ pub(super) async fn resolve(
         tokio::task::spawn_blocking(move || {
             let _slot = slot;
             let mut w = ChanWriter {
-                tx: tx.clone(),
-                rt: rt.clone(),
-                stall,
+                tx,
+                rt,
+                pace,
                 skip: start,
                 left: len,
+                to_end: start + len == size,
+                held: None,
             };
             let res = brevis_core::decompress_to(
                 &obj,
                 &mut w,
                 &brevis_core::DecompressOptions::default().threads(1),
             );
-            if let Err(e) = res
-                && w.left > 0
-            {
-                let _ = rt.block_on(tokio::time::timeout(
-                    stall,
-                    tx.send(Err(std::io::Error::other(e.to_string()))),
-                ));
+            match res {
+                // The whole file decoded and its SHA-256 proven: the bytes
+                // held back go out, and the client has all of them.
+                Ok(_) => {
+                    if let Some(last) = w.held.take() {
+                        let _ = w.send(Ok(last));
+                    }
+                }
+                // A range ended early on purpose, or the client left.
+                Err(_) if w.left == 0 && w.held.is_none() => {}
+                // A damaged archive: the body ends short, with an error,
+                // never with wrong bytes as its end.
+                Err(e) => {
+                    w.held = None;
+                    let _ = w.send(Err(std::io::Error::other(e.to_string())));
+                }
             }
         });
     } else {
+        let mut pace = pace;
         tokio::spawn(async move {
             let res: std::io::Result<()> = async {
                 let mut file = tokio::fs::File::open(&obj).await?;
@@ -571,19 +614,22 @@ pub(super) async fn resolve(
                         return Err(std::io::Error::other("object shorter than recorded"));
                     }
                     left -= n as u64;
-                    let sent =
-                        tokio::time::timeout(stall, tx.send(Ok(Bytes::copy_from_slice(&buf[..n]))))
-                            .await;
+                    let sent = tokio::time::timeout(
+                        pace.wait(),
+                        tx.send(Ok(Bytes::copy_from_slice(&buf[..n]))),
+                    )
+                    .await;
                     if !matches!(sent, Ok(Ok(()))) {
-                        // The client left, or took nothing for too long.
+                        // The client left, or reads too slowly.
                         return Ok(());
                     }
+                    pace.sent += n as u64;
                 }
                 Ok(())
             }
             .await;
             if let Err(e) = res {
-                let _ = tokio::time::timeout(stall, tx.send(Err(e))).await;
+                let _ = tokio::time::timeout(pace.wait(), tx.send(Err(e))).await;
             }
         });
     }
@@ -647,40 +693,92 @@ fn with_faults(
     })
 }
 
+/// How long a download may wait for its client to take the next piece:
+/// at most `stall`, and the client must keep up [`MIN_BODY_RATE`] on
+/// average once [`BODY_GRACE`] is over (a reader taking a few bytes a
+/// minute cannot hold a connection, or a decoding slot, for ever).
+struct Pace {
+    start: tokio::time::Instant,
+    sent: u64,
+    stall: Duration,
+}
+
+impl Pace {
+    fn new(stall: Duration) -> Pace {
+        Pace {
+            start: tokio::time::Instant::now(),
+            sent: 0,
+            stall,
+        }
+    }
+    fn wait(&self) -> Duration {
+        let due = self.start + BODY_GRACE + Duration::from_secs(self.sent / MIN_BODY_RATE);
+        self.stall
+            .min(due.saturating_duration_since(tokio::time::Instant::now()))
+    }
+}
+
 /// Sends decoded bytes `[skip, skip+left)` to a channel, a
-/// [`STREAM_CHUNK`] at a time, giving up when the client takes nothing for
-/// `stall`.
+/// [`STREAM_CHUNK`] at a time at the client's [`Pace`]. When the range
+/// runs to the end of the file (`to_end`), its last piece is held back
+/// until the decoder has proven the whole file's SHA-256; otherwise the
+/// writer stops the decoder once the range is out.
 struct ChanWriter {
     tx: tokio::sync::mpsc::Sender<std::io::Result<Bytes>>,
     rt: tokio::runtime::Handle,
-    stall: Duration,
+    pace: Pace,
     skip: u64,
     left: u64,
+    to_end: bool,
+    held: Option<Bytes>,
+}
+
+impl ChanWriter {
+    fn send(&mut self, item: std::io::Result<Bytes>) -> std::io::Result<()> {
+        let n = item.as_ref().map_or(0, |b| b.len() as u64);
+        let sent = self
+            .rt
+            .block_on(tokio::time::timeout(self.pace.wait(), self.tx.send(item)));
+        if !matches!(sent, Ok(Ok(()))) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "client gone or too slow",
+            ));
+        }
+        self.pace.sent += n;
+        Ok(())
+    }
 }
 
 impl std::io::Write for ChanWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let mut b = buf;
         if self.skip > 0 {
+            // Nothing is sent while skipping: notice a client gone.
+            if self.tx.is_closed() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::BrokenPipe,
+                    "client gone",
+                ));
+            }
             let s = (self.skip as usize).min(b.len());
             self.skip -= s as u64;
             b = &b[s..];
         }
         let take = (self.left as usize).min(b.len());
         for piece in b[..take].chunks(STREAM_CHUNK) {
-            let sent = self.rt.block_on(tokio::time::timeout(
-                self.stall,
-                self.tx.send(Ok(Bytes::copy_from_slice(piece))),
-            ));
-            if !matches!(sent, Ok(Ok(()))) {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::BrokenPipe,
-                    "client gone or stalled",
-                ));
-            }
+            let piece = Bytes::copy_from_slice(piece);
             self.left -= piece.len() as u64;
+            let out = if self.to_end {
+                self.held.replace(piece)
+            } else {
+                Some(piece)
+            };
+            if let Some(p) = out {
+                self.send(Ok(p))?;
+            }
         }
-        if self.left == 0 && self.skip == 0 {
+        if self.left == 0 && self.skip == 0 && !self.to_end {
             // Everything asked for is out; stop decoding early.
             return Err(std::io::Error::new(
                 std::io::ErrorKind::BrokenPipe,

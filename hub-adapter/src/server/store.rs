@@ -19,9 +19,10 @@
 //! are parsed into the same types, so a damaged or hand-edited commit file
 //! cannot name a path either.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -37,8 +38,49 @@ use crate::manifest::{MANIFEST_NAME, Manifest};
 /// Files at least this large are stored with LFS (as on the Hub).
 pub const LFS_SIZE_THRESHOLD: u64 = 10 << 20;
 
-/// Largest commit record read back from disk.
-pub const MAX_COMMIT_RECORD: u64 = 256 << 20;
+/// Largest commit record written or read back (JSON).
+pub const MAX_COMMIT_RECORD: u64 = 64 << 20;
+/// Parsed commit records kept in memory, by the size of their JSON.
+const COMMIT_CACHE_BYTES: u64 = 128 << 20;
+
+/// Values parsed from immutable records (commits, manifests), shared by
+/// the requests that read them, within a budget of (about) bytes: when a
+/// value would go past it, the cache starts over.
+#[derive(Debug)]
+pub(crate) struct Cache<K, V> {
+    map: HashMap<K, (Arc<V>, u64)>,
+    bytes: u64,
+    budget: u64,
+}
+
+impl<K: std::hash::Hash + Eq, V> Cache<K, V> {
+    pub(crate) fn new(budget: u64) -> Self {
+        Cache {
+            map: HashMap::new(),
+            bytes: 0,
+            budget,
+        }
+    }
+    pub(crate) fn get(&self, k: &K) -> Option<Arc<V>> {
+        self.map.get(k).map(|(v, _)| v.clone())
+    }
+    pub(crate) fn insert(&mut self, k: K, v: Arc<V>, cost: u64) {
+        if cost > self.budget {
+            return;
+        }
+        if self.bytes + cost > self.budget {
+            self.map.clear();
+            self.bytes = 0;
+        }
+        self.bytes += cost;
+        if let Some((_, old)) = self.map.insert(k, (v, cost)) {
+            self.bytes -= old;
+        }
+    }
+}
+
+/// Parsed manifests of mirrors, by object, within this budget of JSON.
+const MANIFEST_CACHE_BYTES: u64 = 64 << 20;
 
 /// One file in a commit.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -170,6 +212,8 @@ pub fn wants_lfs(path: &str, size: u64, sample: &[u8]) -> bool {
 #[derive(Debug, Clone)]
 pub struct Store {
     root: PathBuf,
+    commits: Arc<Mutex<Cache<(RepoId, CommitId), Commit>>>,
+    manifests: Arc<Mutex<Cache<Oid, Manifest>>>,
 }
 
 /// The store's lock, held while a server uses it: one server a store, so a
@@ -194,17 +238,25 @@ fn io<T>(p: &Path, r: std::io::Result<T>) -> Result<T> {
 fn read_record(p: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
     let f = match std::fs::File::open(p) {
         Ok(f) => f,
-        // A branch `a/b` asked for where a branch `a` is a file: none.
+        // A branch `a/b` asked for where a branch `a` is a file, or `a`
+        // where `a/b` makes `a` a folder: none.
         Err(e)
             if matches!(
                 e.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                std::io::ErrorKind::NotFound
+                    | std::io::ErrorKind::NotADirectory
+                    | std::io::ErrorKind::IsADirectory
             ) =>
         {
             return Ok(None);
         }
         Err(e) => return Err(HubError::io(p, e)),
     };
+    // Opening a folder works on Linux; reading it does not. A branch `a`
+    // where `a/b` made `a` a folder: none.
+    if f.metadata().is_ok_and(|m| !m.is_file()) {
+        return Ok(None);
+    }
     let mut out = Vec::new();
     io(
         p,
@@ -227,6 +279,8 @@ impl Store {
         }
         Ok(Store {
             root: root.to_path_buf(),
+            commits: Arc::new(Mutex::new(Cache::new(COMMIT_CACHE_BYTES))),
+            manifests: Arc::new(Mutex::new(Cache::new(MANIFEST_CACHE_BYTES))),
         })
     }
 
@@ -417,19 +471,26 @@ impl Store {
             .join(format!("{oid}.json"))
     }
 
-    /// Read a commit by id.
-    pub fn commit(&self, repo: &RepoId, oid: &CommitId) -> Result<Option<Commit>> {
-        let p = self.commit_path(repo, oid);
-        match read_record(&p, MAX_COMMIT_RECORD)? {
-            Some(t) => serde_json::from_slice(&t)
-                .map(Some)
-                .map_err(|e| HubError::io(&p, std::io::Error::other(e))),
-            None => Ok(None),
+    /// Read a commit by id (parsed once, then shared while it is cached).
+    pub fn commit(&self, repo: &RepoId, oid: &CommitId) -> Result<Option<Arc<Commit>>> {
+        let key = (repo.clone(), oid.clone());
+        let cache = || self.commits.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = cache().get(&key) {
+            return Ok(Some(c));
         }
+        let p = self.commit_path(repo, oid);
+        let Some(t) = read_record(&p, MAX_COMMIT_RECORD)? else {
+            return Ok(None);
+        };
+        let c: Arc<Commit> = Arc::new(
+            serde_json::from_slice(&t).map_err(|e| HubError::io(&p, std::io::Error::other(e)))?,
+        );
+        cache().insert(key, c.clone(), t.len() as u64);
+        Ok(Some(c))
     }
 
     /// Resolve a branch name or commit id.
-    pub fn resolve(&self, repo: &RepoId, rev: &Revision) -> Result<Option<Commit>> {
+    pub fn resolve(&self, repo: &RepoId, rev: &Revision) -> Result<Option<Arc<Commit>>> {
         if let Some(oid) = self.head(repo, rev)? {
             return self.commit(repo, &oid);
         }
@@ -462,10 +523,15 @@ impl Store {
             time,
             files,
         };
-        write_atomic(
-            &self.commit_path(repo, &oid),
-            &serde_json::to_vec(&c).unwrap_or_default(),
-        )?;
+        let record = serde_json::to_vec(&c).unwrap_or_default();
+        if record.len() as u64 > MAX_COMMIT_RECORD {
+            return Err(HubError::invalid(
+                "commit",
+                repo.as_str(),
+                format!("its record would be larger than {MAX_COMMIT_RECORD} bytes"),
+            ));
+        }
+        write_atomic(&self.commit_path(repo, &oid), &record)?;
         if c.files.contains_key(MANIFEST_NAME) {
             self.index_mirror(repo, &c);
         }
@@ -508,15 +574,22 @@ impl Store {
         );
     }
 
-    /// The manifest in commit `c` of `repo`, if it holds a valid one.
-    pub fn manifest_of(&self, repo: &RepoId, c: &Commit) -> Option<Manifest> {
+    /// The manifest in commit `c` of `repo`, if it holds a valid one
+    /// (parsed once, then shared while it is cached).
+    pub fn manifest_of(&self, repo: &RepoId, c: &Commit) -> Option<Arc<Manifest>> {
         let rec = c.files.get(MANIFEST_NAME)?;
+        let cache = || self.manifests.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = cache().get(&rec.sha256) {
+            return Some(m);
+        }
         let text = read_record(
             &self.object_path(&rec.sha256),
             crate::manifest::MAX_MANIFEST_LEN,
         )
         .ok()??;
-        Manifest::from_json(&text, repo.as_str()).ok()
+        let m = Arc::new(Manifest::from_json(&text, repo.as_str()).ok()?);
+        cache().insert(rec.sha256.clone(), m.clone(), text.len() as u64);
+        Some(m)
     }
 
     /// The mirror repo that serves `source` decoded, if any.
@@ -619,7 +692,7 @@ impl Store {
             && let Some(c) = self.commit(repo, h)?
             && c.files == files
         {
-            return Ok(c.oid);
+            return Ok(c.oid.clone());
         }
         let c = self.make_commit(
             repo,

@@ -1,13 +1,15 @@
 //! The write endpoints: whoami, repo and branch creation, preupload and the
 //! NDJSON commit.
 
+use std::sync::Arc;
+
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::body::{BoundedBody, Lines};
-use super::limits::{MAX_COMMIT_LINE, MAX_JSON_BODY, MAX_PREUPLOAD_BODY};
+use super::limits::{MAX_COMMIT_LINE, MAX_JSON_BODY, MAX_PREUPLOAD_BODY, MAX_REPO_FILES};
 use super::ndjson::{CommitOp, parse_line};
 use super::store::{self, FileRec};
 use super::{
@@ -229,7 +231,7 @@ pub(super) async fn preupload(
     }
     json_resp(
         StatusCode::OK,
-        &json!({"files": out, "commitOid": head.map(|c| c.oid)}),
+        &json!({"files": out, "commitOid": head.map(|c| c.oid.clone())}),
     )
 }
 
@@ -238,7 +240,7 @@ pub(super) async fn preupload(
 /// by at most [`super::limits::Limits::max_concurrent_commits`] requests at
 /// once, then the commit is made under the write lock.
 pub(super) async fn commit(
-    st: &State,
+    st: &Arc<State>,
     access: Access,
     h: &HeaderMap,
     repo: &RepoId,
@@ -248,21 +250,19 @@ pub(super) async fn commit(
     if let Err(r) = writable(st, access, repo, rev) {
         return r;
     }
-    let body = match BoundedBody::new(
-        h,
-        body,
-        st.opts.limits.max_commit_body,
-        st.opts.limits.body_idle_timeout,
-    ) {
+    let limit = st.opts.limits.max_commit_body;
+    if super::body::content_length(h).is_some_and(|n| n > limit) {
+        return body_error(&super::body::BodyError::TooLarge { limit });
+    }
+    // A slot first, then the body's clock starts: a commit waiting its
+    // turn is not cut for being slow.
+    let slot = tokio::time::timeout(COMMIT_QUEUE_WAIT, st.commit_slots.acquire()).await;
+    let Ok(Ok(_slot)) = slot else {
+        return super::busy("other commits are being read; retry shortly", 5);
+    };
+    let body = match BoundedBody::new(h, body, limit, st.opts.limits.body_idle_timeout) {
         Ok(b) => b,
         Err(e) => return body_error(&e),
-    };
-    let Ok(_slot) = st.commit_slots.acquire().await else {
-        return internal(HubError::protocol(
-            repo.as_str(),
-            "commit",
-            "server stopping",
-        ));
     };
     let mut lines = Lines::new(body, MAX_COMMIT_LINE);
     let mut summary = String::from("Upload files");
@@ -313,11 +313,34 @@ pub(super) async fn commit(
             CommitOp::CopyFile { src, dst, src_rev } => Change::Copy { src, dst, src_rev },
         };
         changes.push(change);
+        if changes.len() > MAX_REPO_FILES {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                None,
+                &format!("at most {MAX_REPO_FILES} changes a commit"),
+            );
+        }
     }
     drop(lines);
     drop(_slot);
-    apply(st, h, repo, rev, &summary, parent_req.as_ref(), changes)
+    let (st2, base, repo2, rev2) = (st.clone(), base_url(h), repo.clone(), rev.clone());
+    tokio::task::spawn_blocking(move || {
+        apply(
+            &st2,
+            &base,
+            &repo2,
+            &rev2,
+            &summary,
+            parent_req.as_ref(),
+            changes,
+        )
+    })
+    .await
+    .unwrap_or_else(|e| internal(HubError::protocol(repo.as_str(), "commit", e.to_string())))
 }
+
+/// How long a commit waits for one of the slots of commits being read.
+const COMMIT_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// One change of a commit, its content already in the store.
 enum Change {
@@ -332,10 +355,11 @@ enum Change {
 }
 
 /// Make the commit on `rev`'s head: copies (from the head as it was), then
-/// deletions, then additions.
+/// deletions, then additions; each change costs a lookup, whatever the
+/// repo's size.
 fn apply(
     st: &State,
-    h: &HeaderMap,
+    base: &str,
     repo: &RepoId,
     rev: &Revision,
     summary: &str,
@@ -369,20 +393,21 @@ fn apply(
         Err(e) => return internal(e),
     };
     let mut files = head.files.clone();
-    let mut order: [Vec<Change>; 3] = Default::default();
+    let mut revs: std::collections::HashMap<Revision, Option<Arc<store::Commit>>> =
+        std::collections::HashMap::new();
+    let mut folders = std::collections::BTreeSet::new();
+    let mut adds = Vec::new();
+    let mut deletes = Vec::new();
+    // Copies (from the head as it was) first, then deletions, then
+    // additions.
     for c in changes {
-        let i = match c {
-            Change::Copy { .. } => 0,
-            Change::Delete(_) | Change::DeleteFolder(_) => 1,
-            Change::Add(..) => 2,
-        };
-        order[i].push(c);
-    }
-    for c in order.into_iter().flatten() {
         match c {
             Change::Copy { src, dst, src_rev } => {
                 let from = match src_rev {
-                    Some(r) => st.store.resolve(repo, &r).ok().flatten(),
+                    Some(r) => revs
+                        .entry(r)
+                        .or_insert_with_key(|r| st.store.resolve(repo, r).ok().flatten())
+                        .clone(),
                     None => Some(head.clone()),
                 };
                 let Some(rec) = from.and_then(|c| c.files.get(&src).cloned()) else {
@@ -394,17 +419,31 @@ fn apply(
                 };
                 files.insert(dst, rec);
             }
-            Change::Delete(p) => {
-                files.remove(&p);
-            }
+            Change::Delete(p) => deletes.push(p),
             Change::DeleteFolder(p) => {
-                let pre = format!("{p}/");
-                files.retain(|k, _| !k.as_str().starts_with(&pre));
+                folders.insert(p.as_str().to_string());
             }
-            Change::Add(p, rec) => {
-                files.insert(p, rec);
-            }
+            Change::Add(p, rec) => adds.push((p, rec)),
         }
+    }
+    for p in deletes {
+        files.remove(&p);
+    }
+    if !folders.is_empty() {
+        // A file goes when one of its folders does.
+        files.retain(|k, _| {
+            !k.as_str()
+                .match_indices('/')
+                .any(|(i, _)| folders.contains(&k.as_str()[..i]))
+        });
+    }
+    files.extend(adds);
+    if files.len() > MAX_REPO_FILES {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            None,
+            &format!("a repo may hold at most {MAX_REPO_FILES} files"),
+        );
     }
     let c = match st.store.make_commit(repo, Some(&head_oid), summary, files) {
         Ok(c) => c,
@@ -427,6 +466,6 @@ fn apply(
     json_resp(
         StatusCode::OK,
         &json!({"success": true, "commitOid": c.oid, "commitMessage": summary,
-                "commitUrl": format!("{}/{}/commit/{}", base_url(h), repo, c.oid), "hookOutput": ""}),
+                "commitUrl": format!("{base}/{repo}/commit/{}", c.oid), "hookOutput": ""}),
     )
 }
