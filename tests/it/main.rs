@@ -4,3 +4,4 @@ mod cli;
 mod hub;
 mod regression;
 mod security;
+mod strict;
