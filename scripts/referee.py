@@ -15,19 +15,55 @@ B the mirror) and sets HF_ENDPOINT to A and HF_HUB_DISABLE_XET=1.
   (e) list_repo_refs of the source on A, and of the mirror and the decoded
       source on B: `main` at the commit model_info names, no tags
 
-Prints `N passed, N failed` last and exits non-zero on any failure.
+With --strict (the servers run `serve --strict`, like huggingface.co):
+  (a) also checks that the safetensors file went up through the multipart
+      transfer (part PUTs to the S3 listener, completion on the Hub)
+  (a2) upload_file of a small LFS file (one PUT to S3) and an empty file (a
+      regular file, as on the Hub), then hf_hub_download of both
+  (f) hf_hub_download of every file, each LFS file through the 302 to the
+      CDN listener (checked with a HEAD: headers, Location on another port),
+      the token kept from the CDN (which refuses one), Range reads (206)
+  (g) on server C (rate limit 5/2): model_info until 429, whose RateLimit
+      headers huggingface_hub parses and which has no Retry-After; then
+      huggingface_hub's own backoff waits the window out and succeeds
+--official-only skips (c) and everything that needs the mirror it makes,
+printed as SKIP.
+
+Prints `N passed, N failed` (`, N skipped`) last and exits non-zero on any
+failure.
 """
 
 import argparse
 import hashlib
+import http.client
 import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 RESULTS = []
+SKIPPED = []
+
+
+def skip(name, why):
+    SKIPPED.append(name)
+    print(f"SKIP {name}: {why}", flush=True)
+
+
+def raw(method, url, headers=None):
+    """One request with http.client: no redirect followed, no header added."""
+    u = urlsplit(url)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    try:
+        c.request(method, u.path + (f"?{u.query}" if u.query else ""), headers=headers or {})
+        r = c.getresponse()
+        body = r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, body
+    finally:
+        c.close()
 
 
 def check(name, fn):
@@ -100,12 +136,32 @@ def main():
     ap.add_argument("--repo")
     ap.add_argument("--cache")
     ap.add_argument("--want")
+    ap.add_argument("--strict", action="store_true")
+    ap.add_argument("--official-only", action="store_true")
+    ap.add_argument("--plain-get-cap", type=int)
+    ap.add_argument("--limited-endpoint")
     args = ap.parse_args()
     if args.offline_check:
         offline_check(args)
         return
 
     from huggingface_hub import HfApi, hf_hub_download, snapshot_download
+    import huggingface_hub.lfs as hf_lfs
+
+    # Count the LFS transfers huggingface_hub makes (strict mode checks that
+    # the safetensors file goes up in parts).
+    transfers = {"single": 0, "multi": 0}
+    _single, _multi = hf_lfs._upload_single_part, hf_lfs._upload_multi_part
+
+    def single(*a, **k):
+        transfers["single"] += 1
+        return _single(*a, **k)
+
+    def multi(*a, **k):
+        transfers["multi"] += 1
+        return _multi(*a, **k)
+
+    hf_lfs._upload_single_part, hf_lfs._upload_multi_part = single, multi
 
     src_ep = os.environ["HF_ENDPOINT"]
     dst_ep = args.mirror_endpoint
@@ -127,7 +183,27 @@ def main():
         if got != sorted(want):
             raise AssertionError(f"siblings {got} != {sorted(want)}")
         again = api.create_repo(repo, exist_ok=True)
-        return f"{url} commit {getattr(info, 'oid', info)} (exist_ok ok: {again})"
+        if args.strict and transfers["multi"] < 1:
+            raise AssertionError(f"strict: the safetensors file did not go up in parts: {transfers}")
+        return f"{url} commit {getattr(info, 'oid', info)} (exist_ok ok: {again}; LFS transfers {transfers})"
+
+    def a2():
+        extras = "referee/extras"
+        api.create_repo(extras, exist_ok=True)
+        blob = bytes(range(256)) * 64  # 16 KiB, LFS by its name, below the multipart threshold
+        before = dict(transfers)
+        api.upload_file(path_or_fileobj=blob, path_in_repo="small.bin", repo_id=extras)
+        api.upload_file(path_or_fileobj=b"", path_in_repo="empty.safetensors", repo_id=extras)
+        if transfers["single"] != before["single"] + 1:
+            raise AssertionError(f"small.bin did not go up in one PUT: {before} -> {transfers}")
+        sib = {s.rfilename: s for s in api.model_info(extras, files_metadata=True).siblings}
+        if sib["small.bin"].lfs is None or sib["empty.safetensors"].lfs is not None:
+            raise AssertionError(f"small.bin should be LFS and the empty file regular: {sib}")
+        got = Path(hf_hub_download(extras, "small.bin", cache_dir=str(tmp / "extras-cache"))).read_bytes()
+        empty = Path(hf_hub_download(extras, "empty.safetensors", cache_dir=str(tmp / "extras-cache"))).read_bytes()
+        if got != blob or empty != b"":
+            raise AssertionError("extras differ after the round trip")
+        return "one-PUT LFS file and empty regular file round-trip"
 
     def b():
         t = time.time()
@@ -226,14 +302,100 @@ def main():
             out.append(f"{rid} main={sha[:12]}")
         return ", ".join(out)
 
+    def f():
+        hub = urlsplit(src_ep)
+        out = []
+        n_lfs = 0
+        for rel in want:
+            p = hf_hub_download(repo, rel, cache_dir=str(tmp / "strict-cache"))
+            if sha256(p) != want[rel]:
+                raise AssertionError(f"{rel}: hf_hub_download gave other bytes")
+            url = f"{src_ep}/{repo}/resolve/main/{rel}"
+            st, h, _ = raw("HEAD", url, {"authorization": f"Bearer {os.environ['HF_TOKEN']}"})
+            if st == 200:
+                continue  # a regular file, served directly
+            n_lfs += 1
+            if st != 302:
+                raise AssertionError(f"HEAD {rel}: {st}, expected 302")
+            size = Path(args.model, rel).stat().st_size
+            for k, v in [("x-linked-etag", f'"{want[rel]}"'), ("x-linked-size", str(size))]:
+                if h.get(k) != v:
+                    raise AssertionError(f"HEAD {rel}: {k} {h.get(k)!r} != {v!r}")
+            for k in ["x-repo-commit", "etag", "location", "content-length"]:
+                if k not in h:
+                    raise AssertionError(f"HEAD {rel}: no {k} header: {h}")
+            loc = urlsplit(h["location"])
+            if (loc.hostname, loc.port) == (hub.hostname, hub.port):
+                raise AssertionError(f"{rel}: Location {h['location']} is on the Hub listener")
+            st, _, body = raw("GET", h["location"], {"authorization": "Bearer x"})
+            if st != 400 or b"Only one auth mechanism" not in body:
+                raise AssertionError(f"CDN took a token: {st} {body[:200]!r}")
+            data = Path(args.model, rel).read_bytes()
+            cut = [0, size // 3, 2 * size // 3, size]
+            parts = []
+            for a_, b_ in zip(cut, cut[1:]):
+                st, h2, body = raw("GET", h["location"], {"range": f"bytes={a_}-{b_ - 1}"})
+                if st != 206 or h2.get("content-range") != f"bytes {a_}-{b_ - 1}/{size}":
+                    raise AssertionError(f"Range GET {rel}: {st} {h2}")
+                parts.append(body)
+            if b"".join(parts) != data:
+                raise AssertionError(f"{rel}: Range parts differ from the file")
+            if args.plain_get_cap is not None and size > args.plain_get_cap:
+                st, _, body = raw("GET", h["location"])
+                if st != 400:
+                    raise AssertionError(f"plain GET over the cap: {st}")
+            out.append(rel)
+        if n_lfs == 0:
+            raise AssertionError("no LFS file was redirected")
+        return f"{len(want)} files; {n_lfs} through the CDN ({', '.join(out)}), token refused there, Range parts ok"
+
+    def g():
+        from huggingface_hub.utils import HfHubHTTPError, http_backoff, parse_ratelimit_headers
+
+        ep = args.limited_endpoint
+        lim = HfApi(endpoint=ep, token=False)
+        err = None
+        for _ in range(20):
+            try:
+                lim.model_info("referee/limited")
+            except HfHubHTTPError as e:
+                err = e
+                break
+        if err is None or err.response.status_code != 429:
+            raise AssertionError(f"no 429 after 20 calls: {err!r}")
+        h = err.response.headers
+        info = parse_ratelimit_headers(h)
+        if info is None or info.remaining != 0 or not 0 < info.reset_in_seconds <= 2:
+            raise AssertionError(f"RateLimit headers not parsed: {dict(h)}")
+        if "retry-after" in {k.lower() for k in h.keys()}:
+            raise AssertionError("a 429 with Retry-After")
+        t = time.time()
+        r = http_backoff("GET", f"{ep}/api/models/referee/limited")
+        if r.status_code != 200:
+            raise AssertionError(f"after the window: {r.status_code}")
+        return (f"429 with RateLimit {h.get('ratelimit')!r}, {h.get('ratelimit-policy')!r}; "
+                f"http_backoff waited {time.time() - t:.1f}s and got 200")
+
     check("a: create_repo + upload_folder", a)
+    if args.strict:
+        check("a2: one-PUT LFS file and an empty file (strict)", a2)
     check("b: snapshot_download round trip", b)
-    check("c: brevis mirror -> pull -> offline load", c)
-    check("d: source served decoded from the mirror", d)
-    check("e: list_repo_refs (source, mirror, decoded source)", e)
+    if args.strict:
+        check("f: hf_hub_download through the CDN redirect (strict)", f)
+        if args.limited_endpoint:
+            check("g: 429 with RateLimit, no Retry-After (strict)", g)
+    if args.official_only:
+        why = "--official-only (runs brevis-hub, or needs the mirror it makes)"
+        skip("c: brevis mirror -> pull -> offline load", why)
+        skip("d: source served decoded from the mirror", why)
+        skip("e: list_repo_refs (source, mirror, decoded source)", why)
+    else:
+        check("c: brevis mirror -> pull -> offline load", c)
+        check("d: source served decoded from the mirror", d)
+        check("e: list_repo_refs (source, mirror, decoded source)", e)
     passed = sum(1 for _, ok in RESULTS if ok)
     failed = len(RESULTS) - passed
-    print(f"{passed} passed, {failed} failed")
+    print(f"{passed} passed, {failed} failed" + (f", {len(SKIPPED)} skipped" if SKIPPED else ""))
     sys.exit(1 if failed else 0)
 
 

@@ -311,7 +311,7 @@ pub struct PullArgs {
 /// Serve a local store with the Hub's HTTP protocol.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub serve --root ./hub-store --addr 127.0.0.1:8080 --token secret\n  brevis-hub serve --root /tmp/store --addr 127.0.0.1:0 --seed org/model=./my-model"
+    after_help = "Examples:\n  brevis-hub serve --root ./hub-store --addr 127.0.0.1:8080 --token secret\n  brevis-hub serve --root /tmp/store --addr 127.0.0.1:0 --seed org/model=./my-model\n  brevis-hub serve --root /tmp/store --addr 127.0.0.1:0 --strict --plain-get-cap 100MB --cdn-rate 50MB/s --rate-limit 500/300\n\nStrict mode (--strict) behaves like huggingface.co, so a client that passes\nagainst it works on the Hub: resolve of an LFS file answers 302 to a signed,\nexpiring URL on a second listener standing for the CDN (it refuses a request\nwith an Authorization header, and a GET without Range of a file over\n--plain-get-cap); the LFS batch API's upload URLs point at a third listener\nstanding for S3 (it refuses chunked bodies with 501, a missing Content-Length\nwith 411 and an Authorization header with 400); trees come in pages of 3.\nThe first stdout line stays `listening on http://ADDR`; the next two are\n`cdn on http://ADDR` and `s3 on http://ADDR`.\n\n--rate-limit N/SECS (either mode) allows N Hub API requests (/api/..., LFS\nbatch, resolve) per client address in each fixed window of SECS seconds;\nover it: 429 with `RateLimit: \"api\";r=0;t=<seconds left>` and\n`RateLimit-Policy`, and no Retry-After, as the Hub answers."
 )]
 pub struct ServeArgs {
     /// Store root.
@@ -330,12 +330,35 @@ pub struct ServeArgs {
     /// Commit a local folder as a repo at startup: `org/name=DIR` (repeatable).
     #[arg(long)]
     pub seed: Vec<String>,
-    /// Tree listing page size.
-    #[arg(long, default_value_t = 1000, hide = true)]
-    pub tree_page_size: usize,
-    /// LFS uploads larger than this many bytes use the multipart transfer.
-    #[arg(long, default_value_t = 64 << 20, hide = true)]
+    /// Tree listing page size [default: 1000, or 3 with --strict].
+    #[arg(long, hide = true)]
+    pub tree_page_size: Option<usize>,
+    /// LFS uploads larger than this use the multipart transfer (bytes, or
+    /// with a unit: 64MiB).
+    #[arg(long, default_value = "64MiB", value_parser = brevis_hub::server::cdn::parse_size)]
     pub multipart_threshold: u64,
+    /// Part size of multipart uploads (bytes, or with a unit: 16MiB).
+    #[arg(long, default_value = "16MiB", value_parser = brevis_hub::server::cdn::parse_size)]
+    pub multipart_chunk: u64,
+    /// Behave like huggingface.co: CDN redirects, S3 uploads, paged trees
+    /// (see below).
+    #[arg(long)]
+    pub strict: bool,
+    /// With --strict: the CDN refuses a GET without Range of a file larger
+    /// than this (bytes, or with a unit: 50GB, 100MiB).
+    #[arg(long, default_value = "50GB", requires = "strict", value_parser = brevis_hub::server::cdn::parse_size)]
+    pub plain_get_cap: u64,
+    /// With --strict: send each CDN response body at most this fast
+    /// (bytes a second: 1048576, 50MB/s).
+    #[arg(long, requires = "strict", value_parser = brevis_hub::server::cdn::parse_rate)]
+    pub cdn_rate: Option<u64>,
+    /// With --strict: how long a CDN URL is good for (seconds).
+    #[arg(long, default_value_t = brevis_hub::server::cdn::CDN_URL_TTL.as_secs(), requires = "strict", hide = true)]
+    pub cdn_url_ttl: u64,
+    /// At most N Hub API requests per client address every SECS seconds
+    /// (N/SECS, e.g. 500/300); over it, 429 with the Hub's RateLimit headers.
+    #[arg(long, value_name = "N/SECS")]
+    pub rate_limit: Option<brevis_hub::server::RateLimit>,
     /// Files decoded on the fly at once (each takes a thread and about one
     /// region of memory); further requests wait, then get 503.
     #[arg(long, default_value_t = brevis_hub::server::limits::MAX_DECODED_STREAMS)]
@@ -531,8 +554,8 @@ pub fn pull(a: PullArgs, ui: &Ui) -> Result<Outcome> {
 
 pub fn serve(a: ServeArgs, ui: &Ui) -> Result<Outcome> {
     let mut opts = ServerOptions::new(a.root.clone())
-        .tree_page_size(a.tree_page_size)
-        .multipart(a.multipart_threshold, 16 << 20)
+        .strict(a.strict)
+        .multipart(a.multipart_threshold, a.multipart_chunk)
         .limits({
             let ms = std::time::Duration::from_millis;
             let mut l = brevis_hub::server::Limits::default()
@@ -549,6 +572,20 @@ pub fn serve(a: ServeArgs, ui: &Ui) -> Result<Outcome> {
             }
             l
         });
+    if let Some(n) = a.tree_page_size {
+        opts = opts.tree_page_size(n);
+    }
+    if a.strict {
+        opts = opts
+            .plain_get_cap(a.plain_get_cap)
+            .cdn_url_ttl(std::time::Duration::from_secs(a.cdn_url_ttl));
+        if let Some(r) = a.cdn_rate {
+            opts = opts.cdn_rate(r);
+        }
+    }
+    if let Some(r) = a.rate_limit {
+        opts = opts.rate_limit(r);
+    }
     for t in &a.tokens {
         opts = opts.token(t.clone());
     }
@@ -581,6 +618,12 @@ pub fn serve(a: ServeArgs, ui: &Ui) -> Result<Outcome> {
         {
             let mut out = std::io::stdout().lock();
             writeln!(out, "listening on {}", server.url())?;
+            if let Some(u) = server.cdn_url() {
+                writeln!(out, "cdn on {u}")?;
+            }
+            if let Some(u) = server.s3_url() {
+                writeln!(out, "s3 on {u}")?;
+            }
             out.flush()?;
         }
         wait_for_signal().await;

@@ -5,3 +5,4 @@ mod hub;
 mod real_hub;
 mod regression;
 mod security;
+mod strict;

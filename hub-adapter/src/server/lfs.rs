@@ -57,6 +57,12 @@ pub(super) async fn batch(
         );
     }
     let base = base_url(h);
+    // Strict mode: objects and parts are PUT to the S3 listener; the
+    // completion and verify calls stay on the Hub.
+    let put_base = match st.s3_addr {
+        Some(a) if st.opts.strict => super::sibling_url(h, a.port()),
+        _ => base.clone(),
+    };
     let now = now_secs();
     let objects = v.get("objects").and_then(Value::as_array);
     if objects.is_some_and(|o| o.len() > MAX_BATCH_OBJECTS) {
@@ -98,6 +104,7 @@ pub(super) async fn batch(
         };
         let t = Ticket::issue(repo.clone(), oid.clone(), size, chunk, now).url_path(&st.key);
         let upload_url = format!("{base}/lfs-upload/{t}");
+        let put_url = format!("{put_base}/lfs-upload/{t}");
         let verify = json!({"href": format!("{base}/lfs-verify/{t}")});
         let upload = if multipart {
             parts_out += size.div_ceil(chunk);
@@ -111,11 +118,11 @@ pub(super) async fn batch(
             let mut header = serde_json::Map::new();
             header.insert("chunk_size".into(), json!(chunk.to_string()));
             for n in 1..=size.div_ceil(chunk) {
-                header.insert(n.to_string(), json!(format!("{upload_url}/part/{n}")));
+                header.insert(n.to_string(), json!(format!("{put_url}/part/{n}")));
             }
             json!({"href": upload_url, "header": header, "expires_in": super::ticket::TICKET_TTL.as_secs()})
         } else {
-            json!({"href": upload_url, "expires_in": super::ticket::TICKET_TTL.as_secs()})
+            json!({"href": put_url, "expires_in": super::ticket::TICKET_TTL.as_secs()})
         };
         out.push(json!({"oid": oid, "size": size, "authenticated": true, "actions": {"upload": upload, "verify": verify}}));
     }

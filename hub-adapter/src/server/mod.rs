@@ -21,17 +21,38 @@
 //!
 //! It does not terminate TLS (put a reverse proxy in front), and it holds
 //! tokens in memory as given on its command line.
+//!
+//! # Strict mode
+//!
+//! The real Hub is stricter than this server, so a client that passes
+//! against it can still fail on huggingface.co. With
+//! [`ServerOptions::strict`] it behaves as the Hub does:
+//! - `resolve` of an LFS file answers `302 Found` to a signed, expiring URL
+//!   on a second listener standing for the CDN ([`cdn`]), which refuses a
+//!   token, refuses a GET without `Range` of a file over the plain-GET cap
+//!   and can send each body at a capped rate;
+//! - the LFS batch API's upload URLs point at a third listener standing for
+//!   S3 ([`s3`]), which refuses chunked bodies (501), a missing
+//!   `Content-Length` (411) and a token (400);
+//! - trees come in pages of [`STRICT_TREE_PAGE_SIZE`] entries;
+//! - an empty file is a regular file, whatever its name.
+//!
+//! A rate limit ([`ratelimit`]) answers `429` with the Hub's `RateLimit`
+//! headers and no `Retry-After`, in either mode, when it is set.
 
 // Handlers return a finished error `Response` as their `Err` to leave early;
 // it is large, but it is the value sent, so boxing it buys nothing.
 #![allow(clippy::result_large_err)]
 
 pub mod body;
+pub mod cdn;
 mod lfs;
 pub mod limits;
 pub mod ndjson;
+pub mod ratelimit;
 mod read;
 pub mod route;
+pub mod s3;
 pub mod store;
 pub mod ticket;
 mod write;
@@ -49,6 +70,7 @@ use serde_json::{Value, json};
 use crate::error::{HubError, Result};
 use crate::paths::decode;
 pub use limits::Limits;
+pub use ratelimit::RateLimit;
 use route::{Route, RouteError};
 pub use store::{FileRec, Store};
 use ticket::{TicketClaim, TicketKey};
@@ -93,9 +115,27 @@ pub struct ServerOptions {
     pub header_read_timeout: std::time::Duration,
     /// Bounds on bodies, streams and connections.
     pub limits: Limits,
+    /// Behave like huggingface.co (see the module doc): CDN redirects, S3
+    /// uploads, small tree pages. Needs [`ServerOptions::strict`] to set.
+    pub strict: bool,
+    /// Strict mode: the CDN refuses a GET without `Range` of a file larger
+    /// than this many bytes (default [`cdn::PLAIN_GET_CAP`], the Hub's 50 GB).
+    pub plain_get_cap: u64,
+    /// Strict mode: the CDN sends each response body at most this many bytes
+    /// a second (`None`: as fast as it can).
+    pub cdn_rate: Option<u64>,
+    /// Strict mode: how long a CDN URL is good for (default
+    /// [`cdn::CDN_URL_TTL`]).
+    pub cdn_url_ttl: std::time::Duration,
+    /// A budget of Hub API requests per client address (`None`: no limit).
+    pub rate_limit: Option<RateLimit>,
     /// Test hooks.
     pub faults: Arc<Faults>,
 }
+
+/// The tree page size strict mode sets: the Hub pages its trees too, and a
+/// client must follow `Link: <..>; rel="next"`.
+pub const STRICT_TREE_PAGE_SIZE: usize = 3;
 
 impl ServerOptions {
     /// Defaults for a store at `root`.
@@ -109,8 +149,44 @@ impl ServerOptions {
             multipart_chunk: 16 << 20,
             header_read_timeout: HEADER_READ_TIMEOUT,
             limits: Limits::default(),
+            strict: false,
+            plain_get_cap: cdn::PLAIN_GET_CAP,
+            cdn_rate: None,
+            cdn_url_ttl: cdn::CDN_URL_TTL,
+            rate_limit: None,
             faults: Arc::new(Faults::default()),
         }
+    }
+    /// Strict mode on or off. On, it also sets the tree page size to
+    /// [`STRICT_TREE_PAGE_SIZE`] (call [`ServerOptions::tree_page_size`]
+    /// after it for another).
+    pub fn strict(mut self, on: bool) -> Self {
+        self.strict = on;
+        if on {
+            self.tree_page_size = STRICT_TREE_PAGE_SIZE;
+        }
+        self
+    }
+    /// Strict mode: the largest file the CDN sends to a GET without `Range`.
+    pub fn plain_get_cap(mut self, bytes: u64) -> Self {
+        self.plain_get_cap = bytes;
+        self
+    }
+    /// Strict mode: send each CDN response body at most `bytes_per_sec`
+    /// (at least 1) bytes a second.
+    pub fn cdn_rate(mut self, bytes_per_sec: u64) -> Self {
+        self.cdn_rate = Some(bytes_per_sec.max(1));
+        self
+    }
+    /// Strict mode: how long a CDN URL is good for.
+    pub fn cdn_url_ttl(mut self, d: std::time::Duration) -> Self {
+        self.cdn_url_ttl = d;
+        self
+    }
+    /// Limit the Hub API requests of each client address.
+    pub fn rate_limit(mut self, r: RateLimit) -> Self {
+        self.rate_limit = Some(r);
+        self
     }
     /// Add a read+write token.
     pub fn token(mut self, t: impl Into<String>) -> Self {
@@ -159,6 +235,12 @@ struct State {
     /// The files repos serve at a commit, shared by the requests reading
     /// them.
     views: Mutex<store::Cache<(crate::ids::RepoId, crate::ids::CommitId, bool), read::ViewFiles>>,
+    /// Strict mode: the CDN listener's address.
+    cdn_addr: Option<SocketAddr>,
+    /// Strict mode: the S3 listener's address.
+    s3_addr: Option<SocketAddr>,
+    /// The API rate limit's windows.
+    limiter: Option<ratelimit::Limiter>,
 }
 
 /// Memory the shared views of repos may take, about.
@@ -167,6 +249,8 @@ const VIEW_CACHE_BYTES: u64 = 128 << 20;
 /// A server running on a tokio runtime.
 pub struct RunningServer {
     addr: SocketAddr,
+    cdn_addr: Option<SocketAddr>,
+    s3_addr: Option<SocketAddr>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
     faults: Arc<Faults>,
@@ -180,6 +264,22 @@ impl RunningServer {
     /// `http://ADDR`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+    /// Strict mode: the CDN listener's address.
+    pub fn cdn_addr(&self) -> Option<SocketAddr> {
+        self.cdn_addr
+    }
+    /// Strict mode: the S3 listener's address.
+    pub fn s3_addr(&self) -> Option<SocketAddr> {
+        self.s3_addr
+    }
+    /// Strict mode: `http://ADDR` of the CDN listener.
+    pub fn cdn_url(&self) -> Option<String> {
+        self.cdn_addr.map(|a| format!("http://{a}"))
+    }
+    /// Strict mode: `http://ADDR` of the S3 listener.
+    pub fn s3_url(&self) -> Option<String> {
+        self.s3_addr.map(|a| format!("http://{a}"))
     }
     /// The test hooks.
     pub fn faults(&self) -> &Arc<Faults> {
@@ -236,7 +336,30 @@ impl Drop for ConnGuard {
 const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n\
 content-length: 0\r\nconnection: close\r\n\r\n";
 
-/// Bind `addr` (port 0 picks one) and serve in a tokio task.
+/// Which listener a connection came in on.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Listener {
+    /// The Hub's API and `resolve`.
+    Hub,
+    /// Strict mode's CDN.
+    Cdn,
+    /// Strict mode's S3.
+    S3,
+}
+
+async fn bind(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr)> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| HubError::io(PathBuf::from(addr.to_string()), e))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| HubError::io(PathBuf::from(addr.to_string()), e))?;
+    Ok((listener, bound))
+}
+
+/// Bind `addr` (port 0 picks one) and serve in a tokio task; in strict
+/// mode also bind the CDN and S3 listeners on the same IP (ports picked by
+/// the OS).
 ///
 /// Takes the store's lock (one server a store) and removes what uploads of
 /// an earlier server left in its `tmp/`.
@@ -245,24 +368,31 @@ pub async fn start(opts: ServerOptions, addr: SocketAddr) -> Result<RunningServe
     let lock = store.lock()?;
     store.sweep_uploads(None);
     let key = TicketKey::load_or_create(&store.secret_path())?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| HubError::io(PathBuf::from(addr.to_string()), e))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| HubError::io(PathBuf::from(addr.to_string()), e))?;
+    let (listener, addr) = bind(addr).await?;
+    let mut listeners = vec![(Listener::Hub, listener)];
+    let (mut cdn_addr, mut s3_addr) = (None, None);
+    if opts.strict {
+        let (l, a) = bind(SocketAddr::new(addr.ip(), 0)).await?;
+        listeners.push((Listener::Cdn, l));
+        cdn_addr = Some(a);
+        let (l, a) = bind(SocketAddr::new(addr.ip(), 0)).await?;
+        listeners.push((Listener::S3, l));
+        s3_addr = Some(a);
+    }
     let faults = opts.faults.clone();
-    let header_timeout = opts.header_read_timeout;
     let limits = opts.limits.clone();
     let state = Arc::new(State {
         decode_slots: Arc::new(tokio::sync::Semaphore::new(limits.max_decoded_streams)),
         commit_slots: tokio::sync::Semaphore::new(limits.max_concurrent_commits.max(1)),
+        limiter: opts.rate_limit.map(ratelimit::Limiter::new),
         store,
         opts,
         key,
         write_lock: Mutex::new(()),
         joining: Mutex::new(std::collections::HashSet::new()),
         views: Mutex::new(store::Cache::new(VIEW_CACHE_BYTES)),
+        cdn_addr,
+        s3_addr,
     });
     let sweeper = {
         let store = state.store.clone();
@@ -279,105 +409,145 @@ pub async fn start(opts: ServerOptions, addr: SocketAddr) -> Result<RunningServe
             }
         })
     };
-    let app = axum::Router::new().fallback(
-        move |method: Method, uri: Uri, headers: HeaderMap, body: Body| {
-            let st = state.clone();
-            async move { handle(st, method, uri, headers, body).await }
-        },
-    );
-    let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
-    // hyper's own loop rather than `axum::serve`, which sets no timer and so
-    // no header-read timeout: a client that opens connections and never
-    // finishes its headers (slowloris) would hold them forever.
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let _lock = lock;
+        // One count over all listeners: the caps bound the whole server.
         let count = Arc::new(Mutex::new(ConnCount::default()));
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let mut conns = tokio::task::JoinSet::new();
-        loop {
-            let (stream, peer) = tokio::select! {
-                r = listener.accept() => match r {
-                    Ok(x) => x,
-                    // E.g. out of file descriptors: wait, then go on.
-                    Err(_) => {
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-                _ = &mut rx => break,
-                Some(_) = conns.join_next(), if !conns.is_empty() => continue,
-            };
-            // IPv6 clients are counted by their /64: one host holds many
-            // addresses of its prefix.
-            let ip = match peer.ip() {
-                IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
-                    let o = v6.octets();
-                    let mut p = [0u8; 16];
-                    p[..8].copy_from_slice(&o[..8]);
-                    IpAddr::V6(std::net::Ipv6Addr::from(p))
-                }
-                IpAddr::V6(v6) => IpAddr::V4(
-                    v6.to_ipv4_mapped()
-                        .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED),
-                ),
-                v4 => v4,
-            };
-            let admitted = {
-                let mut c = count.lock().unwrap_or_else(|p| p.into_inner());
-                let mine = c.by_addr.get(&ip).copied().unwrap_or(0);
-                let ok = c.total < limits.max_connections && mine < limits.max_connections_per_addr;
-                if ok {
-                    c.total += 1;
-                    *c.by_addr.entry(ip).or_insert(0) += 1;
-                }
-                ok
-            };
-            if !admitted {
-                // Over a cap: a 503 if the socket takes it at once, and close.
-                let _ = stream.try_write(BUSY);
-                continue;
-            }
-            let guard = ConnGuard {
-                count: count.clone(),
-                ip,
-            };
-            let svc = hyper_util::service::TowerToHyperService::new(app.clone());
-            let mut stop = stop_rx.clone();
-            conns.spawn(async move {
-                let _guard = guard;
-                let mut b = hyper::server::conn::http1::Builder::new();
-                b.timer(hyper_util::rt::TokioTimer::new())
-                    .header_read_timeout(header_timeout)
-                    .max_buf_size(64 << 10);
-                let conn = b
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                    .with_upgrades();
-                let mut conn = std::pin::pin!(conn);
-                tokio::select! {
-                    _ = conn.as_mut() => return,
-                    _ = stop.changed() => {}
-                }
-                // Stopping: an idle connection closes now, a request in
-                // flight is answered first.
-                conn.as_mut().graceful_shutdown();
-                let _ = conn.await;
-            });
+        let mut loops = tokio::task::JoinSet::new();
+        for (kind, l) in listeners {
+            loops.spawn(accept_loop(
+                l,
+                kind,
+                state.clone(),
+                count.clone(),
+                stop_rx.clone(),
+            ));
         }
+        drop(state);
+        let _ = rx.await;
         sweeper.abort();
         let _ = stop_tx.send(true);
-        // Stop: requests in flight get a moment to finish.
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
-            while conns.join_next().await.is_some() {}
-        })
-        .await;
-        conns.abort_all();
+        while loops.join_next().await.is_some() {}
     });
     Ok(RunningServer {
         addr,
+        cdn_addr,
+        s3_addr,
         stop: Some(tx),
         task,
         faults,
     })
+}
+
+/// The app answering a connection from `ip` on listener `kind`.
+fn app(kind: Listener, st: Arc<State>, ip: IpAddr) -> axum::Router {
+    axum::Router::new().fallback(
+        move |method: Method, uri: Uri, headers: HeaderMap, body: Body| {
+            let st = st.clone();
+            async move {
+                match kind {
+                    Listener::Hub => handle(st, ip, method, uri, headers, body).await,
+                    Listener::Cdn => cdn::handle(st, method, uri, headers).await,
+                    Listener::S3 => s3::handle(st, method, uri, headers, body).await,
+                }
+            }
+        },
+    )
+}
+
+/// Accept connections on `listener` until `stop` changes, then let the
+/// requests in flight finish (a moment at most).
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    kind: Listener,
+    st: Arc<State>,
+    count: Arc<Mutex<ConnCount>>,
+    mut stop_rx: tokio::sync::watch::Receiver<bool>,
+) {
+    let header_timeout = st.opts.header_read_timeout;
+    let limits = st.opts.limits.clone();
+    let mut conns = tokio::task::JoinSet::new();
+    // hyper's own loop rather than `axum::serve`, which sets no timer and so
+    // no header-read timeout: a client that opens connections and never
+    // finishes its headers (slowloris) would hold them forever.
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                // E.g. out of file descriptors: wait, then go on.
+                Err(_) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stop_rx.changed() => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        // IPv6 clients are counted by their /64: one host holds many
+        // addresses of its prefix.
+        let ip = match peer.ip() {
+            IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
+                let o = v6.octets();
+                let mut p = [0u8; 16];
+                p[..8].copy_from_slice(&o[..8]);
+                IpAddr::V6(std::net::Ipv6Addr::from(p))
+            }
+            IpAddr::V6(v6) => IpAddr::V4(
+                v6.to_ipv4_mapped()
+                    .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED),
+            ),
+            v4 => v4,
+        };
+        let admitted = {
+            let mut c = count.lock().unwrap_or_else(|p| p.into_inner());
+            let mine = c.by_addr.get(&ip).copied().unwrap_or(0);
+            let ok = c.total < limits.max_connections && mine < limits.max_connections_per_addr;
+            if ok {
+                c.total += 1;
+                *c.by_addr.entry(ip).or_insert(0) += 1;
+            }
+            ok
+        };
+        if !admitted {
+            // Over a cap: a 503 if the socket takes it at once, and close.
+            let _ = stream.try_write(BUSY);
+            continue;
+        }
+        let guard = ConnGuard {
+            count: count.clone(),
+            ip,
+        };
+        let svc = hyper_util::service::TowerToHyperService::new(app(kind, st.clone(), ip));
+        let mut stop = stop_rx.clone();
+        conns.spawn(async move {
+            let _guard = guard;
+            let mut b = hyper::server::conn::http1::Builder::new();
+            b.timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .max_buf_size(64 << 10);
+            let conn = b
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                .with_upgrades();
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = stop.changed() => {}
+            }
+            // Stopping: an idle connection closes now, a request in
+            // flight is answered first.
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        });
+    }
+    drop(st);
+    // Stop: requests in flight get a moment to finish.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while conns.join_next().await.is_some() {}
+    })
+    .await;
+    conns.abort_all();
 }
 
 type Resp = Response<Body>;
@@ -510,6 +680,19 @@ fn base_url(h: &HeaderMap) -> String {
     format!("http://{host}")
 }
 
+/// `http://HOST:port`: the host the client named (as in [`base_url`]) with
+/// another of this server's ports, for the URLs of strict mode's CDN and S3
+/// listeners (bound on the Hub listener's IP).
+fn sibling_url(h: &HeaderMap, port: u16) -> String {
+    let base = base_url(h);
+    let host = base.trim_start_matches("http://");
+    let name = match host.strip_prefix('[') {
+        Some(rest) => format!("[{}]", rest.split(']').next().unwrap_or("")),
+        None => host.split(':').next().unwrap_or("127.0.0.1").to_string(),
+    };
+    format!("http://{name}:{port}")
+}
+
 fn query_param(uri: &Uri, key: &str) -> Option<String> {
     uri.query()?.split('&').find_map(|kv| {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
@@ -582,11 +765,72 @@ fn verify_ticket(st: &State, t: &TicketClaim) -> std::result::Result<ticket::Tic
     })
 }
 
-async fn handle(st: Arc<State>, method: Method, uri: Uri, headers: HeaderMap, body: Body) -> Resp {
-    let route = match Route::parse(method.as_str(), uri.path()) {
-        Ok(r) => r,
-        Err(e) => return route_error(e),
+/// A request on the Hub listener from `ip`: through the rate limit (when
+/// set) unless it is an upload URL's, then answered.
+async fn handle(
+    st: Arc<State>,
+    ip: IpAddr,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Resp {
+    let route = Route::parse(method.as_str(), uri.path());
+    let upload_url = matches!(
+        route,
+        Ok(Route::LfsPut(_) | Route::LfsPart(..) | Route::LfsComplete(_) | Route::LfsVerify(_))
+    );
+    let verdict = match &st.limiter {
+        Some(l) if !upload_url => Some(l.check(ip, std::time::Instant::now())),
+        _ => None,
     };
+    let mut r = match (verdict, &st.limiter) {
+        (Some(ratelimit::Verdict::Limited { reset }), Some(l)) => {
+            let rule = l.rule();
+            let mut r = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                None,
+                &format!(
+                    "Too Many Requests: over the limit of {} API requests every {} s; \
+                     the window resets in {reset} s (see the RateLimit header)",
+                    rule.requests,
+                    rule.window_secs()
+                ),
+            );
+            // The body is not read: the connection cannot be reused.
+            if body::content_length(&headers).is_some_and(|n| n > 0)
+                || headers.contains_key("transfer-encoding")
+            {
+                r.headers_mut()
+                    .insert("connection", HeaderValue::from_static("close"));
+            }
+            r
+        }
+        _ => match route {
+            Ok(route) => dispatch(&st, route, uri, headers, body).await,
+            Err(e) => route_error(e),
+        },
+    };
+    if let (Some(v), Some(l)) = (verdict, &st.limiter) {
+        if let Ok(x) = HeaderValue::from_str(&v.header()) {
+            r.headers_mut().insert("ratelimit", x);
+        }
+        if let Ok(x) = HeaderValue::from_str(&l.rule().policy()) {
+            r.headers_mut().insert("ratelimit-policy", x);
+        }
+    }
+    r
+}
+
+async fn dispatch(st: &Arc<State>, route: Route, uri: Uri, headers: HeaderMap, body: Body) -> Resp {
+    if st.opts.strict && matches!(route, Route::LfsPut(_) | Route::LfsPart(..)) {
+        return error(
+            StatusCode::NOT_FOUND,
+            None,
+            "strict mode: objects are uploaded to the S3 URLs the LFS batch API answers",
+        );
+    }
+    let st = st.clone();
     let access = match st.access(&headers) {
         Ok(a) => a,
         Err(r) => return r,

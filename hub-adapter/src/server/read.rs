@@ -417,7 +417,7 @@ pub(super) fn tree(
 }
 
 /// Parse a single `bytes=` range against `size`: Ok(None) = whole file.
-fn parse_range(h: &HeaderMap, size: u64) -> std::result::Result<Option<(u64, u64)>, ()> {
+pub(super) fn parse_range(h: &HeaderMap, size: u64) -> std::result::Result<Option<(u64, u64)>, ()> {
     let Some(v) = h.get("range").and_then(|v| v.to_str().ok()) else {
         return Ok(None);
     };
@@ -505,6 +505,9 @@ pub(super) async fn resolve(
             );
         }
     }
+    if st.opts.strict && f.rec.lfs {
+        return redirect_to_cdn(st, h, head, &v, f);
+    }
     let range = match parse_range(h, size) {
         Ok(r) => r,
         Err(()) => {
@@ -548,9 +551,30 @@ pub(super) async fn resolve(
     if head || len == 0 {
         return r.body(Body::empty()).unwrap_or_default();
     }
+    match object_stream(st, obj, f.decode, start, len, size).await {
+        Ok(s) => r.body(Body::from_stream(s)).unwrap_or_default(),
+        Err(resp) => resp,
+    }
+}
+
+/// The bytes `[start, start+len)` of stored object `obj` (decoded on the
+/// fly from a mirror archive when `decode`; `size` is the whole file's),
+/// streamed through the test hooks at the client's [`Pace`]; a decoded one
+/// first takes a decoding slot, or is a 503 when none frees up in time.
+pub(super) async fn object_stream(
+    st: &State,
+    obj: std::path::PathBuf,
+    decode: bool,
+    start: u64,
+    len: u64,
+    size: u64,
+) -> std::result::Result<
+    impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send + use<>,
+    Resp,
+> {
     let pace = Pace::new(st.opts.limits.send_stall_timeout);
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(STREAM_QUEUE);
-    if f.decode {
+    if decode {
         // A decoding slot first: a blocking thread and about one region of
         // memory. Wait for one a while, then ask the client to come back.
         let slot = tokio::time::timeout(
@@ -559,10 +583,10 @@ pub(super) async fn resolve(
         )
         .await;
         let Ok(Ok(slot)) = slot else {
-            return super::busy(
+            return Err(super::busy(
                 "every decoding slot is taken; retry shortly",
                 st.opts.limits.decode_queue_wait.as_secs().clamp(1, 30),
-            );
+            ));
         };
         let rt = tokio::runtime::Handle::current();
         tokio::task::spawn_blocking(move || {
@@ -633,8 +657,44 @@ pub(super) async fn resolve(
             }
         });
     }
-    r.body(Body::from_stream(with_faults(st, rx)))
-        .unwrap_or_default()
+    Ok(with_faults(st, rx))
+}
+
+/// Strict mode's answer for an LFS file: `302 Found` to a signed URL on the
+/// CDN listener, with the headers the Hub puts on it (`X-Repo-Commit`,
+/// `X-Linked-Etag`, `X-Linked-Size`, `ETag`, `Location`; the body is a line
+/// naming the URL, its length in `Content-Length`).
+fn redirect_to_cdn(st: &State, h: &HeaderMap, head: bool, v: &View, f: &ViewFile) -> Resp {
+    let cap = super::cdn::Capability {
+        object: f.object.clone(),
+        sha256: f.rec.sha256.clone(),
+        decode: f.decode,
+        size: f.rec.size,
+        expires: 0,
+    };
+    let Some(location) = super::cdn::location(st, h, cap) else {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            None,
+            "strict mode without a CDN listener",
+        );
+    };
+    let text = format!("Found. Redirecting to {location}");
+    let r = Response::builder()
+        .status(StatusCode::FOUND)
+        .header("location", location.as_str())
+        .header("x-repo-commit", v.sha.as_str())
+        .header("x-linked-etag", format!("\"{}\"", f.rec.sha256))
+        .header("x-linked-size", f.rec.size.to_string())
+        .header("etag", format!("\"{}\"", f.rec.etag()))
+        .header("content-type", "text/plain; charset=utf-8")
+        .header("content-length", text.len().to_string());
+    let body = if head {
+        Body::empty()
+    } else {
+        Body::from(text)
+    };
+    mark_decoded(r.body(body).unwrap_or_default(), v)
 }
 
 /// The body stream of a download, through the test hooks: bytes counted,

@@ -31,7 +31,7 @@ pub const TICKET_TTL: Duration = Duration::from_secs(24 * 3600);
 /// Shortest secret key accepted from the store's `secret` file.
 pub const MIN_KEY_LEN: usize = 32;
 
-type HmacSha256 = Hmac<Sha256>;
+pub(super) type HmacSha256 = Hmac<Sha256>;
 
 /// The store's secret key for tickets. Never served, never printed.
 pub struct TicketKey(Vec<u8>);
@@ -67,6 +67,13 @@ impl TicketKey {
     /// A key of these bytes (tests and fuzzing).
     pub fn from_bytes(b: &[u8]) -> TicketKey {
         TicketKey(b.to_vec())
+    }
+
+    /// A fresh HMAC-SHA256 under this key, for the other capabilities the
+    /// server signs (the strict mode's CDN URLs); each starts with a domain
+    /// string of its own so no MAC stands for another kind.
+    pub(super) fn hmac(&self) -> HmacSha256 {
+        HmacSha256::new_from_slice(&self.0).expect("HMAC takes keys of any length")
     }
 
     fn mac(&self, t: &Ticket) -> HmacSha256 {

@@ -222,7 +222,9 @@ pub(super) async fn preupload(
             .and_then(Value::as_str)
             .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
             .unwrap_or_default();
-        let lfs = store::wants_lfs(path.as_str(), size, &sample);
+        // The Hub takes an empty file as a regular one whatever its name
+        // (S3 would refuse its empty upload): strict mode says so too.
+        let lfs = store::wants_lfs(path.as_str(), size, &sample) && !(st.opts.strict && size == 0);
         let mut a = json!({"path": path, "uploadMode": if lfs {"lfs"} else {"regular"}, "shouldIgnore": false});
         if let Some(rec) = head.as_ref().and_then(|c| c.files.get(&path)) {
             a["oid"] = json!(rec.git_oid);
