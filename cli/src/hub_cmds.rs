@@ -200,7 +200,7 @@ impl WorkDirArg {
 /// Download a Hub model repo, compress it, and upload a compressed mirror.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub mirror org/model                       # uploads org/model-brevis\n  brevis-hub mirror org/model --to me/model-small --revision main --private\n  brevis-hub mirror org/model --endpoint https://hub-a --token A --to-endpoint https://hub-b --to-token B\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub mirror org/model --dry-run\n  brevis-hub mirror org/model --work-dir /tmp/brevis-work --keep-work   # not under $HF_HOME"
+    after_help = "Examples:\n  brevis-hub mirror org/model                       # uploads <you>/model-brevis (you: the token's user)\n  brevis-hub mirror org/model --to org/model-brevis --public\n  brevis-hub mirror org/model --to me/model-small --revision main --private\n  brevis-hub mirror org/model --endpoint https://hub-a --token A --to-endpoint https://hub-b --to-token B\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub mirror org/model --dry-run\n  brevis-hub mirror org/model --work-dir /tmp/brevis-work --keep-work   # not under $HF_HOME\n\nThe destination is named before any work and checked writable (created if\nmissing, with the namespace's default visibility unless --private/--public)\nbefore anything is downloaded."
 )]
 pub struct MirrorArgs {
     /// Source repo, `org/model`.
@@ -352,6 +352,10 @@ pub struct ServeArgs {
     /// (bytes a second: 1048576, 50MB/s).
     #[arg(long, requires = "strict", value_parser = brevis_hub::server::cdn::parse_rate)]
     pub cdn_rate: Option<u64>,
+    /// With --strict: read each upload on the S3 listener at most this fast
+    /// (bytes a second: 1048576, 20MB/s).
+    #[arg(long, requires = "strict", value_parser = brevis_hub::server::cdn::parse_rate)]
+    pub s3_rate: Option<u64>,
     /// With --strict: how long a CDN URL is good for (seconds).
     #[arg(long, default_value_t = brevis_hub::server::cdn::CDN_URL_TTL.as_secs(), requires = "strict", hide = true)]
     pub cdn_url_ttl: u64,
@@ -581,6 +585,9 @@ pub fn serve(a: ServeArgs, ui: &Ui) -> Result<Outcome> {
             .cdn_url_ttl(std::time::Duration::from_secs(a.cdn_url_ttl));
         if let Some(r) = a.cdn_rate {
             opts = opts.cdn_rate(r);
+        }
+        if let Some(r) = a.s3_rate {
+            opts = opts.s3_rate(r);
         }
     }
     if let Some(r) = a.rate_limit {

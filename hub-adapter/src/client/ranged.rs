@@ -33,6 +33,8 @@ pub const DEFAULT_CHUNK_SIZE: u64 = 16 << 20;
 /// (`BREVIS_DOWNLOAD_CONNECTIONS`): several times a CDN's per-connection
 /// rate.
 pub const DEFAULT_CONNECTIONS: usize = 8;
+/// The smallest piece a file over one chunk is split into.
+const MIN_PIECE: u64 = 1 << 20;
 /// Largest number of chunks a download is split into (the chunk size grows
 /// past it).
 const MAX_CHUNKS: u64 = 100_000;
@@ -203,7 +205,17 @@ impl HubClient {
         size: u64,
         progress: &dyn ProgressSink,
     ) -> Result<DownloadStats> {
-        let chunk = self.chunks.chunk_size.max(size.div_ceil(MAX_CHUNKS)).max(1);
+        // Pieces of at most a chunk, and small enough that the file spreads
+        // over every connection (not under a MiB each).
+        let spread = size
+            .div_ceil(self.chunks.connections.max(1) as u64)
+            .max(MIN_PIECE);
+        let chunk = self
+            .chunks
+            .chunk_size
+            .min(spread)
+            .max(size.div_ceil(MAX_CHUNKS))
+            .max(1);
         let prog = {
             let part = part.to_path_buf();
             tokio::task::spawn_blocking(move || resume(&part, size, chunk))

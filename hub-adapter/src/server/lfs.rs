@@ -173,12 +173,18 @@ async fn body_to_tmp(
     let (f, path) = tmp.into_parts();
     let mut f = tokio::fs::File::from_std(f);
     let mut sha = Sha256::new();
+    let t0 = tokio::time::Instant::now();
     loop {
         let c = match body.chunk().await {
             Ok(Some(c)) => c,
             Ok(None) => break,
             Err(e) => return Err(body_error(&e)),
         };
+        // Strict mode's S3 may stand for a slow link: read no faster than it.
+        if let Some(rate) = st.opts.s3_rate.filter(|_| st.opts.strict) {
+            let due = t0 + std::time::Duration::from_secs_f64(body.read() as f64 / rate as f64);
+            tokio::time::sleep_until(due).await;
+        }
         sha.update(&c);
         f.write_all(&c)
             .await

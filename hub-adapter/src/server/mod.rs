@@ -124,6 +124,9 @@ pub struct ServerOptions {
     /// Strict mode: the CDN sends each response body at most this many bytes
     /// a second (`None`: as fast as it can).
     pub cdn_rate: Option<u64>,
+    /// Strict mode: the S3 listener reads each upload body at most this many
+    /// bytes a second (`None`: as fast as it comes).
+    pub s3_rate: Option<u64>,
     /// Strict mode: how long a CDN URL is good for (default
     /// [`cdn::CDN_URL_TTL`]).
     pub cdn_url_ttl: std::time::Duration,
@@ -152,6 +155,7 @@ impl ServerOptions {
             strict: false,
             plain_get_cap: cdn::PLAIN_GET_CAP,
             cdn_rate: None,
+            s3_rate: None,
             cdn_url_ttl: cdn::CDN_URL_TTL,
             rate_limit: None,
             faults: Arc::new(Faults::default()),
@@ -176,6 +180,12 @@ impl ServerOptions {
     /// (at least 1) bytes a second.
     pub fn cdn_rate(mut self, bytes_per_sec: u64) -> Self {
         self.cdn_rate = Some(bytes_per_sec.max(1));
+        self
+    }
+    /// Strict mode: read each upload body on the S3 listener at most
+    /// `bytes_per_sec` (at least 1) bytes a second.
+    pub fn s3_rate(mut self, bytes_per_sec: u64) -> Self {
+        self.s3_rate = Some(bytes_per_sec.max(1));
         self
     }
     /// Strict mode: how long a CDN URL is good for.
