@@ -32,7 +32,7 @@ for arg in "$@"; do
 done
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BIN="${BREVIS_BIN:-$ROOT/target/release/brevis-hub}"
+BIN="${BREVIS_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/brevis-hub}"
 if [ ! -x "$BIN" ]; then
   echo "referee: $BIN is not built (cargo build --release -p brevis-cli)" >&2
   exit 2
