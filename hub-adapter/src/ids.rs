@@ -13,12 +13,8 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{HubError, Result};
+use crate::manifest::is_hex;
 use crate::paths::{check_repo_id, check_repo_path, check_revision};
-
-/// Whether `s` is exactly `len` ASCII hex digits (either case).
-fn is_hex(s: &str, len: usize) -> bool {
-    s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit())
-}
 
 macro_rules! string_id {
     ($(#[$doc:meta])* $name:ident, $what:literal) => {

@@ -6,3 +6,4 @@ mod real_hub;
 mod regression;
 mod security;
 mod strict;
+mod wire;

@@ -15,35 +15,10 @@ use sha2::Digest as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::hub::{any_addr, cli, cli_binary, client, forget_source, seed_dir, serve};
+use crate::wire::{Raw, exchange, parse};
 
 const WRITE: &str = "w-token";
 const READ: &str = "r-token";
-
-/// An answer read off the wire.
-#[derive(Debug)]
-struct Raw {
-    status: u16,
-    head: String,
-    body: Vec<u8>,
-}
-
-fn parse(bytes: &[u8]) -> Raw {
-    let split = bytes
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or(bytes.len());
-    let head = String::from_utf8_lossy(&bytes[..split]).to_ascii_lowercase();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    Raw {
-        status,
-        head,
-        body: bytes.get(split + 4..).unwrap_or(&[]).to_vec(),
-    }
-}
 
 /// A connection to `addr` from `local` (any 127.x.y.z: Linux routes all of
 /// 127/8 to loopback, so tests can stand for many clients).
@@ -76,25 +51,7 @@ async fn request(
     let head = format!(
         "{method} {path} HTTP/1.1\r\nhost: {addr}\r\n{auth}{length}{extra}connection: close\r\n\r\n"
     );
-    let (mut rd, mut wr) = s.into_split();
-    let writer = tokio::spawn(async move {
-        if wr.write_all(head.as_bytes()).await.is_err() {
-            return;
-        }
-        for c in body.chunks(64 << 10) {
-            if wr.write_all(c).await.is_err() {
-                return;
-            }
-        }
-        // Keep the write side open: hyper closes a connection whose client
-        // shuts down its writing before the answer.
-        tokio::time::sleep(Duration::from_secs(60)).await;
-        drop(wr);
-    });
-    let mut out = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(30), rd.read_to_end(&mut out)).await;
-    writer.abort();
-    parse(&out)
+    exchange(s, head, body).await
 }
 
 async fn get(addr: SocketAddr, path: &str, token: Option<&str>) -> Raw {
@@ -770,7 +727,7 @@ async fn slow_readers_of_decoded_files_are_bounded() {
         match raw.status {
             200 => ok += 1,
             503 => {
-                assert!(raw.head.contains("retry-after:"), "{}", raw.head);
+                assert!(raw.header("retry-after").is_some(), "{raw:?}");
                 busy += 1;
             }
             s => panic!("a slow reader got {s}"),

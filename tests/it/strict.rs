@@ -13,57 +13,15 @@ use brevis_hub::MirrorOptions;
 use brevis_hub::server::{RateLimit, ServerOptions, Store};
 use serde_json::{Value, json};
 use sha2::Digest as _;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::hub::{client, forget_source, seed_dir, serve};
+use crate::wire::{Raw, exchange};
 
 const TOKEN: &str = "w-token";
 
-/// An answer read off the wire.
-#[derive(Debug)]
-struct Raw {
-    status: u16,
-    /// Header lines, names lower-cased.
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Raw {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.text()))
-    }
-}
-
-fn parse(bytes: &[u8]) -> Raw {
-    let split = bytes
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or(bytes.len());
-    let head = String::from_utf8_lossy(&bytes[..split]).into_owned();
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    Raw {
-        status,
-        headers,
-        body: bytes.get(split + 4..).unwrap_or(&[]).to_vec(),
-    }
+/// The answer's body as JSON.
+fn json_of(r: &Raw) -> Value {
+    serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("{e}: {}", r.text()))
 }
 
 /// `http://ADDR/path?q` split into its address and path.
@@ -89,27 +47,7 @@ async fn request(
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str("connection: close\r\n\r\n");
-    let (mut rd, mut wr) = s.into_split();
-    let writer = tokio::spawn(async move {
-        if wr.write_all(head.as_bytes()).await.is_err() {
-            return;
-        }
-        if let Some(b) = body {
-            for c in b.chunks(64 << 10) {
-                if wr.write_all(c).await.is_err() {
-                    return;
-                }
-            }
-        }
-        // Keep the write side open: hyper closes a connection whose client
-        // shuts down its writing before the answer.
-        tokio::time::sleep(Duration::from_secs(60)).await;
-        drop(wr);
-    });
-    let mut out = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(30), rd.read_to_end(&mut out)).await;
-    writer.abort();
-    parse(&out)
+    exchange(s, head, body.unwrap_or_default()).await
 }
 
 /// A request to a full URL.
@@ -341,14 +279,15 @@ async fn a_source_decoded_from_its_mirror_redirects_to_the_cdn_too() {
     let r = at(&loc, "GET", &[("range", "bytes=5000-5999")], None).await;
     assert_eq!((r.status, r.body.as_slice()), (206, &want[5000..6000]));
     // The mirror's archive itself is an LFS file too, sent as stored.
-    let info = at(
-        &format!("{}/api/models/org/model-brevis", srv.url()),
-        "GET",
-        &[],
-        None,
-    )
-    .await
-    .json();
+    let info = json_of(
+        &at(
+            &format!("{}/api/models/org/model-brevis", srv.url()),
+            "GET",
+            &[],
+            None,
+        )
+        .await,
+    );
     let archive = info["siblings"]
         .as_array()
         .unwrap()
@@ -386,7 +325,7 @@ async fn batch(srv: &brevis_hub::server::RunningServer, objects: &[(&str, usize)
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.text());
-    r.json()
+    json_of(&r)
 }
 
 fn port_of(url: &str) -> u16 {
@@ -536,7 +475,7 @@ async fn uploads_go_to_an_s3_that_acts_like_the_hubs() {
         pre.to_string().into_bytes(),
     )
     .await;
-    let v = r.json();
+    let v = json_of(&r);
     let modes: Vec<&str> = v["files"]
         .as_array()
         .unwrap()
@@ -631,7 +570,7 @@ async fn strict_trees_come_in_pages_of_three() {
     loop {
         let r = at(&url, "GET", &[], None).await;
         assert_eq!(r.status, 200);
-        let items = r.json();
+        let items = json_of(&r);
         assert!(items.as_array().unwrap().len() <= 3);
         paths.extend(
             items

@@ -16,10 +16,8 @@ use super::limits::{
     MAX_LFS_OBJECT,
 };
 use super::ticket::Ticket;
-use super::write::{json_body, need_write};
-use super::{
-    Access, Resp, State, base_url, body_error, error, internal, json_resp, now_secs, repo_not_found,
-};
+use super::write::{json_body, repo_writable};
+use super::{Access, Resp, State, base_url, body_error, error, internal, json_resp, now_secs};
 use crate::error::HubError;
 use crate::ids::{Oid, PartNumber, RepoId};
 
@@ -39,11 +37,8 @@ pub(super) async fn batch(
     repo: &RepoId,
     body: Body,
 ) -> Resp {
-    if let Some(r) = need_write(access) {
+    if let Err(r) = repo_writable(st, access, repo) {
         return r;
-    }
-    if st.store.repo_private(repo).is_none() {
-        return repo_not_found();
     }
     let v = match json_body(st, h, body, MAX_BATCH_BODY).await {
         Ok(v) => v,

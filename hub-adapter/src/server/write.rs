@@ -117,11 +117,11 @@ pub(super) async fn create(st: &State, access: Access, h: &HeaderMap, body: Body
     }
 }
 
-fn writable(
+/// The caller may write and `repo` exists.
+pub(super) fn repo_writable(
     st: &State,
     access: Access,
     repo: &RepoId,
-    rev: &Revision,
 ) -> std::result::Result<(), Resp> {
     if let Some(r) = need_write(access) {
         return Err(r);
@@ -129,6 +129,17 @@ fn writable(
     if st.store.repo_private(repo).is_none() {
         return Err(repo_not_found());
     }
+    Ok(())
+}
+
+/// [`repo_writable`], and `rev` is one of its branches.
+fn writable(
+    st: &State,
+    access: Access,
+    repo: &RepoId,
+    rev: &Revision,
+) -> std::result::Result<(), Resp> {
+    repo_writable(st, access, repo)?;
     match st.store.head(repo, rev) {
         Ok(Some(_)) => Ok(()),
         Ok(None) => Err(rev_not_found(rev.as_str())),
@@ -147,11 +158,8 @@ pub(super) async fn create_branch(
     branch: &Revision,
     body: Body,
 ) -> Resp {
-    if let Some(r) = need_write(access) {
+    if let Err(r) = repo_writable(st, access, repo) {
         return r;
-    }
-    if st.store.repo_private(repo).is_none() {
-        return repo_not_found();
     }
     let v = match json_body(st, h, body, MAX_JSON_BODY).await {
         Ok(v) => v,
