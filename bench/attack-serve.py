@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Attack a `brevis-hub serve` binary the way the serve hardening issue
-describes, and report what each attack got.
+"""Attack a `brevis-hub serve` binary (path escapes, forged tickets, huge,
+slow and trickling bodies, slow readers) and report what each attack got.
 
-    python3 scripts/attack-serve.py BIN [--only read-leak,write-outside,...]
+    python3 bench/attack-serve.py BIN [--only read-leak,write-outside,...]
                                         [--json out.json] [options]
 
 Every attack starts its own server(s) on 127.0.0.1 with a fresh store in a

@@ -2,12 +2,12 @@
 """A/B of a codec change: archive bytes and CPU time per model, one thread,
 each model with a fixed prior (learned once, by the first binary, into
 --priors), and each file's archive against zstd -19 and ZipNN from a
-`scripts/bench.py --json` report. Nothing is asserted; the machine's noise
+`bench/bench.py --json` report. Nothing is asserted; the machine's noise
 is 3-10% on CPU time, so alternate binaries and take the fastest of a few
 runs (-r) before believing a difference.
 
-    python3 scripts/ab.py --bench /tmp/bench.json old/brevis-hub new/brevis-hub
-    python3 scripts/ab.py -r 3 --models human-tfjs,astra-i3resnet152-bf16 A B
+    python3 bench/ab.py --bench /tmp/bench.json old/brevis-hub new/brevis-hub
+    python3 bench/ab.py -r 3 --models human-tfjs,astra-i3resnet152-bf16 A B
 """
 import argparse, glob, json, os, subprocess, sys, tempfile
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 3's speed measure, interleaved: the share of budget-0 compress speed
+"""The default budget's speed cost, interleaved: the share of budget-0 compress speed
 the default budget keeps, for one or more brevis-hub builds on one model,
 one thread (or -T N), the model's fixed prior (learned once by the first build into
 --priors). Every round runs each build at budget 0 and at the default in
@@ -8,7 +8,7 @@ its configurations one after another, and a slow stretch lands on one row);
 the fastest and the median of each are reported, CPU time (perf stat
 task-clock) and wall time. Nothing is asserted.
 
-    python3 scripts/budget-share.py -r 9 --model human-tfjs old/brevis-hub target/release/brevis-hub
+    python3 bench/budget-share.py -r 9 --model human-tfjs old/brevis-hub target/release/brevis-hub
 """
 import argparse, glob, os, statistics, subprocess, tempfile, time
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Hub-flow timings against `brevis-hub serve --strict` (issue 28's measures).
+"""Hub-flow timings against `brevis-hub serve --strict`.
 
-    python3 scripts/strict-bench.py BIN MODEL_DIR [--cdn-rate 50MB/s]
+    python3 bench/strict-bench.py BIN MODEL_DIR [--cdn-rate 50MB/s]
                                     [--s3-rate 20MB/s] [-r 3] [--json]
 
 1. pull through a CDN capped per connection: the default ranged chunks

@@ -7,9 +7,9 @@ Setup (once):
     cargo build --release            # optional: target/release/brevis-hub
 
 Run:
-    nice -n 10 ~/.cache/brevis-data/bench-venv/bin/python scripts/bench.py            # every fetched model
-    ... scripts/bench.py --models silero-vad,minilm-l6-v2 --json bench.json
-    ... scripts/bench.py testdata/astra-bf16 some/file.safetensors                     # folders / files
+    nice -n 10 ~/.cache/brevis-data/bench-venv/bin/python bench/bench.py            # every fetched model
+    ... bench/bench.py --models silero-vad,minilm-l6-v2 --json bench.json
+    ... bench/bench.py testdata/astra-bf16 some/file.safetensors                     # folders / files
 
 A "model" is a folder (all its *.safetensors files, recursively) or a single file.
 Default: every folder in $BREVIS_DATA/models (~/.cache/brevis-data/models).

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Search ablation (issue 3): learned prior vs uniform prior; budget 0, the
+"""Search ablation: learned prior vs uniform prior; budget 0, the
 default and 8x the default. For each model folder: archive ratio, compress
 MB/s (one thread, whole process, --no-verify), candidates judged by the search,
 search seconds, and the time to learn the prior as a share of the time to
 compress the model with it. Prints a markdown table; nothing is asserted.
 
-    python3 scripts/ablation.py ~/.cache/brevis-data/models/{astra-i3resnet152-bf16,minilm-l6-v2}
+    python3 bench/ablation.py ~/.cache/brevis-data/models/{astra-i3resnet152-bf16,minilm-l6-v2}
 """
 import json, os, subprocess, sys, tempfile, time, glob
 
