@@ -9,7 +9,7 @@ WORK="$(mktemp -d "${TMPDIR:-/tmp}/brevis-wheel.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 python3 -m venv "$WORK/build"
 "$WORK/build/bin/pip" install -q 'maturin>=1.5,<2'
-"$WORK/build/bin/maturin" build --release -m cli/Cargo.toml --compatibility linux 2>&1 | tail -3
+"$WORK/build/bin/maturin" build --release -m cli/Cargo.toml 2>&1 | tail -3
 WHEELS="${CARGO_TARGET_DIR:-$ROOT/target}/wheels"
 WHEEL="$(ls -t "$WHEELS"/brevis_hub-*.whl | head -1)"
 python3 -m venv "$WORK/user"
