@@ -5,7 +5,7 @@
 set -euo pipefail
 BIN="$(realpath "$1")"; OUT="$2"; shift 2
 MODELS="${BREVIS_DATA:-$HOME/.cache/brevis-data}/models"
-names=("$@"); [ ${#names[@]} -gt 0 ] || names=($(ls "$MODELS"))
+names=("$@"); [ ${#names[@]} -gt 0 ] || names=($(cd "$MODELS" && ls -d */ | tr -d /))
 W="$(mktemp -d /tmp/same.XXXXXX)"; : > "$OUT"
 for m in "${names[@]}"; do
   for b in 0 default; do
