@@ -354,6 +354,48 @@ fn check_outputs(inputs: &[Input], outs: &[PathBuf], force: bool) -> Result<()> 
     Ok(())
 }
 
+/// Refuse an output file whose folder is missing or is no folder, before
+/// any work (the folders of a file `-o` are not created: a typo there
+/// would otherwise cost a whole run, then fail).
+pub(crate) fn check_parent(o: &Path) -> Result<()> {
+    let Some(parent) = o.parent().filter(|p| !p.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    match std::fs::metadata(parent) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => bail!(
+            "cannot write {}: {} is not a folder",
+            o.display(),
+            parent.display()
+        ),
+        Err(_) => bail!(
+            "cannot write {}: the folder {} does not exist (create it first)",
+            o.display(),
+            parent.display()
+        ),
+    }
+}
+
+/// Refuse an output folder that cannot be created: the nearest of its
+/// ancestors that exists must be a folder.
+fn check_creatable(folder: &Path) -> Result<()> {
+    let Some(existing) = folder
+        .ancestors()
+        .filter(|a| !a.as_os_str().is_empty())
+        .find(|a| std::fs::symlink_metadata(a).is_ok())
+    else {
+        return Ok(());
+    };
+    if !existing.is_dir() {
+        bail!(
+            "cannot create the folder {}: {} is not a folder",
+            folder.display(),
+            existing.display()
+        );
+    }
+    Ok(())
+}
+
 /// Create the `-o` folder and the subfolders the outputs go into.
 pub(crate) fn make_parents(plan: &Plan) -> Result<()> {
     let Some(folder) = &plan.folder else {
@@ -428,6 +470,10 @@ pub(crate) fn inputs_and_outputs(
         ui.note(format!("skipped: {s}"));
     }
     let plan = plan(&found.files, output, found.any_folder, name)?;
+    match &plan.folder {
+        Some(folder) => check_creatable(folder)?,
+        None => plan.outs.iter().try_for_each(|o| check_parent(o))?,
+    }
     check_outputs(&found.files, &plan.outs, force)?;
     Ok((found.files, plan))
 }
@@ -435,6 +481,16 @@ pub(crate) fn inputs_and_outputs(
 /// `a` beside `b` ([`brevis_core::ratio`]: 1.0 when `b` is 0).
 pub(crate) fn ratio(a: u64, b: u64) -> f64 {
     brevis_core::ratio(a, b)
+}
+
+/// [`ratio`] for the text output: four decimals, or `n/a` for an empty
+/// input (no ratio to speak of; `--json` keeps the number field, 1.0).
+pub(crate) fn ratio_text(a: u64, b: u64) -> String {
+    if b == 0 {
+        "n/a".into()
+    } else {
+        format!("{:.4}", ratio(a, b))
+    }
 }
 
 /// The SHA-256 of a file's bytes.

@@ -329,14 +329,23 @@ fn print_tables(rows: &[serde_json::Value], total: &serde_json::Value, all: usiz
         lines.push(("total".into(), total));
     }
     for (name, r) in &lines {
+        let bytes = r["bytes"].as_u64().unwrap_or(0);
+        // No ratio of an empty input: `-` (its JSON keeps 1.0).
+        let ratio = |k: &str| {
+            if bytes == 0 {
+                "-".into()
+            } else {
+                cell(&r["ratio"][k], 4)
+            }
+        };
         outln!(
             "| {} | {:.1} | {} | {} | {} | {} |",
             name,
-            r["bytes"].as_u64().unwrap_or(0) as f64 / 1e6,
-            cell(&r["ratio"]["order0_ref"], 4),
-            cell(&r["ratio"]["zstd3"], 4),
-            cell(&r["ratio"]["zstd19"], 4),
-            cell(&r["ratio"]["brevis"], 4),
+            bytes as f64 / 1e6,
+            ratio("order0_ref"),
+            ratio("zstd3"),
+            ratio("zstd19"),
+            ratio("brevis"),
         );
     }
     outln!("\nMB/s of original bytes (compress / decompress):\n");

@@ -11,13 +11,13 @@ use serde_json::json;
 
 use crate::Outcome;
 use crate::args::{Budget, Json, Output, PriorChoice, Threads};
-use crate::files::{self, Input, Want, about, is_safetensors, ratio};
+use crate::files::{self, Input, Want, about, is_safetensors, ratio, ratio_text};
 use crate::progress::Ui;
 
 /// Compress files or folders into `.brv` archives.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub compress model.safetensors            # writes model.safetensors.brv\n  brevis-hub compress ./my-model -o ./packed -T 2   # a folder, one prior for all shards\n\nWith -o and a folder among the inputs (or several inputs), -o is a folder and\nthe files found in a folder keep their path below it (./my-model/1_Pooling/config.json\n-> ./packed/1_Pooling/config.json.brv). Only regular files are read (not pipes,\ndevices or /proc files); symlinks to files are followed, symlinks to folders are not."
+    after_help = "Examples:\n  brevis-hub compress model.safetensors            # writes model.safetensors.brv\n  brevis-hub compress ./my-model -o ./packed -T 2   # a folder, one prior for all shards\n\nWith -o and a folder among the inputs (or several inputs), -o is a folder and\nthe files found in a folder keep their path below it (./my-model/1_Pooling/config.json\n-> ./packed/1_Pooling/config.json.brv). Only regular files are read (not pipes,\ndevices or /proc files); symlinks to files are followed, symlinks to folders are not.\nAn empty input has no ratio: n/a in the text, 1.0 in --json (the field stays a number)."
 )]
 pub struct CompressArgs {
     /// Files or folders (folders are walked; `.brv` files and hidden entries are skipped).
@@ -78,12 +78,12 @@ pub fn run(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
         total_in += r.original_len;
         total_out += r.archive_len;
         ui.note(format!(
-            "{} -> {}: {} -> {} bytes ({:.4}) in {:.2}s",
+            "{} -> {}: {} -> {} bytes ({}) in {:.2}s",
             src.display(),
             dst.display(),
             r.original_len,
             r.archive_len,
-            ratio(r.archive_len, r.original_len),
+            ratio_text(r.archive_len, r.original_len),
             secs
         ));
         rows.push(json!({
@@ -104,8 +104,8 @@ pub fn run(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
         );
     } else if inputs.len() > 1 {
         ui.note(format!(
-            "total: {total_in} -> {total_out} bytes ({:.4})",
-            ratio(total_out, total_in)
+            "total: {total_in} -> {total_out} bytes ({})",
+            ratio_text(total_out, total_in)
         ));
     }
     Ok(Outcome::Ok)

@@ -11,13 +11,13 @@ use serde_json::{Value, json};
 
 use crate::Outcome;
 use crate::args::Json;
-use crate::files::{self, about, ratio};
+use crate::files::{self, about, ratio_text};
 use crate::progress::Ui;
 
 /// Show each tensor's program and what it saved.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Example:\n  brevis-hub inspect model.safetensors.brv --json | jq '.summary'"
+    after_help = "Example:\n  brevis-hub inspect model.safetensors.brv --json | jq '.summary'\n\nThe archive of an empty file has no ratio: n/a in the text."
 )]
 pub struct InspectArgs {
     /// The archive.
@@ -64,12 +64,12 @@ pub fn run(a: InspectArgs, _ui: &Ui) -> Result<Outcome> {
         return Ok(Outcome::Ok);
     }
     outln!(
-        "{}: format v{}, {} -> {} bytes ({:.4}), sha256 {}",
+        "{}: format v{}, {} -> {} bytes ({}), sha256 {}",
         a.archive.display(),
         info.format_version,
         info.original_len,
         info.archive_len,
-        ratio(info.archive_len, info.original_len),
+        ratio_text(info.archive_len, info.original_len),
         hex::encode(info.sha256)
     );
     print_segments(&c.rows)?;
@@ -142,50 +142,81 @@ fn segment_row(s: &Segment, program: String) -> Value {
     })
 }
 
-/// The table of segments.
+/// Widest a name is shown in the table (longer ones are cut, `~` last).
+const NAME_WIDTH: usize = 48;
+/// Widest a shape is shown in the table.
+const SHAPE_WIDTH: usize = 18;
+
+/// The table of segments, each column as wide as its widest cell.
 fn print_segments(rows: &[Value]) -> Result<()> {
-    outln!(
-        "{:<48} {:<7} {:<18} {:>12} {:>12}  program",
-        "name",
-        "dtype",
-        "shape",
-        "before",
-        "after"
-    );
+    let header = ["name", "dtype", "shape", "before", "after"].map(String::from);
+    let mut cells = vec![header];
     for r in rows {
+        let num = |k: &str| r[k].as_u64().unwrap_or(0).to_string();
+        cells.push([
+            trunc(r["name"].as_str().unwrap_or(""), NAME_WIDTH),
+            r["dtype"].as_str().unwrap_or("").to_owned(),
+            trunc(&r["shape"].to_string(), SHAPE_WIDTH),
+            num("bytes_before"),
+            num("bytes_after"),
+        ]);
+    }
+    let mut w = [0usize; 5];
+    for row in &cells {
+        for (w, c) in w.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let programs =
+        std::iter::once("program").chain(rows.iter().map(|r| r["program"].as_str().unwrap_or("")));
+    for (c, program) in cells.iter().zip(programs) {
         outln!(
-            "{:<48} {:<7} {:<18} {:>12} {:>12}  {}",
-            trunc(r["name"].as_str().unwrap_or(""), 48),
-            r["dtype"].as_str().unwrap_or(""),
-            trunc(&r["shape"].to_string(), 18),
-            r["bytes_before"],
-            r["bytes_after"],
-            r["program"].as_str().unwrap_or("")
+            "{:<w0$} {:<w1$} {:<w2$} {:>w3$} {:>w4$}  {program}",
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            c[4],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3],
+            w4 = w[4],
         );
     }
     Ok(())
 }
 
-/// The sums by program and by production.
+/// The sums by program and by production, numbers right-aligned.
 fn print_sums(summary: &[Value], productions: &[Value]) -> Result<()> {
+    let num = |v: &Value, k: &str| v[k].to_string();
+    let width = |vs: &[Value], k: &str| vs.iter().map(|v| num(v, k).len()).max().unwrap_or(0);
     outln!("\nby program:");
+    let n = width(summary, "segments").max(4);
     for s in summary {
         outln!(
-            "  {:>4} x {}  {} -> {} bytes, saved {}",
-            s["segments"],
+            "  {:>n$} x {}  {} -> {} bytes, saved {}",
+            num(s, "segments"),
             s["program"].as_str().unwrap_or(""),
-            s["bytes_before"],
-            s["bytes_after"],
-            s["bytes_saved"]
+            num(s, "bytes_before"),
+            num(s, "bytes_after"),
+            num(s, "bytes_saved")
         );
     }
     outln!("productions used:");
-    for p in productions {
+    let p = productions
+        .iter()
+        .map(|v| v["production"].as_str().unwrap_or("").len())
+        .max()
+        .unwrap_or(0)
+        .max(8);
+    let n = width(productions, "nodes").max(8);
+    for v in productions {
         outln!(
-            "  {:<8} {:>8} nodes, literal payload {} bytes",
-            p["production"].as_str().unwrap_or(""),
-            p["nodes"],
-            p["literal_payload_bytes"]
+            "  {:<p$} {:>n$} nodes, literal payload {} bytes",
+            v["production"].as_str().unwrap_or(""),
+            num(v, "nodes"),
+            num(v, "literal_payload_bytes")
         );
     }
     Ok(())

@@ -181,7 +181,11 @@ fn print_done(rep: &MirrorReport, secs: f64) -> Result<()> {
         rep.mirror_bytes,
         human(rep.mirror_bytes)
     )?;
-    writeln!(out, "ratio: {:.4}", rep.ratio())?;
+    if rep.source_bytes == 0 {
+        writeln!(out, "ratio: n/a")?;
+    } else {
+        writeln!(out, "ratio: {:.4}", rep.ratio())?;
+    }
     writeln!(
         out,
         "downloaded {}, uploaded {} ({} LFS object(s) sent, {} already there) in {secs:.1} s",

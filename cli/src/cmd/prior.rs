@@ -60,6 +60,7 @@ fn learn(a: LearnArgs, ui: &Ui) -> Result<Outcome> {
     }
     // Before the (long) learning: an input, or an existing file
     // without --force, is refused.
+    files::check_parent(&a.output)?;
     files::check_output(&a.output, &inputs, force)?;
     let refs: Vec<&Path> = inputs.iter().map(|i| i.path.as_path()).collect();
     let t = Instant::now();

@@ -15,12 +15,13 @@ use crate::hub_args::{HubArgs, SourceArgs, WorkDirArg};
 use crate::progress::Ui;
 
 /// Check that archives decode to their recorded SHA-256 (exit 0 all match;
-/// 1 a mismatch: an archive that is damaged or decodes to other bytes; 2 an
-/// error: a target that cannot be checked, missing, unreadable, not an
-/// archive or of a newer format).
+/// 1 a mismatch: an archive that was read and decodes to other bytes than
+/// it records, or than --original; 2 an error: a target that could not be
+/// read at all: missing, unreadable, not an archive, truncated, damaged
+/// past decoding, or of a newer format).
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub verify model.safetensors.brv --original model.safetensors\n  brevis-hub verify ./packed --json                 # every *.brv below ./packed\n  brevis-hub verify ./mirror-folder --json          # a folder holding brevis.manifest.json\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub verify owner/model-brevis\n  brevis-hub verify org/a-brevis org/b-brevis --endpoint http://127.0.0.1:8080 --revision main --json\n  brevis-hub verify org/model-brevis --work-dir /tmp/brevis-work   # downloads there, not under $HF_HOME\n  brevis-hub verify org/model-brevis --require-source --json   # CI: the source itself must vouch\n\nA file named on the command line is verified as an archive whatever its name.\nAn argument that is no local path is a Hub mirror repo id if it looks like one\n(owner/name), fetched from --endpoint (HF_ENDPOINT) with --token (HF_TOKEN).\nMirrors, local or remote, are verified together, not with archives.\nA mirror's manifest is checked against its source repo where that can be read\n(at --source-endpoint, default --endpoint); where it cannot, the mirror passes on\nits manifest alone (source_checked: false), unless --require-source."
+    after_help = "Examples:\n  brevis-hub verify model.safetensors.brv --original model.safetensors\n  brevis-hub verify ./packed --json                 # every *.brv below ./packed\n  brevis-hub verify ./mirror-folder --json          # a folder holding brevis.manifest.json\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub verify owner/model-brevis\n  brevis-hub verify org/a-brevis org/b-brevis --endpoint http://127.0.0.1:8080 --revision main --json\n  brevis-hub verify org/model-brevis --work-dir /tmp/brevis-work   # downloads there, not under $HF_HOME\n  brevis-hub verify org/model-brevis --require-source --json   # CI: the source itself must vouch\n\nA file named on the command line is verified as an archive whatever its name.\nAn argument that is no local path is a Hub mirror repo id if it looks like one\n(owner/name), fetched from --endpoint (HF_ENDPOINT) with --token (HF_TOKEN).\nMirrors, local or remote, are verified together, not with archives.\nA mirror's manifest is checked against its source repo where that can be read\n(at --source-endpoint, default --endpoint); where it cannot, the mirror passes on\nits manifest alone (source_checked: false), unless --require-source.\n\nExit codes: 0 every archive matches; 1 a mismatch: an archive that was read\nand does not match (a region's checksum, the recorded SHA-256, or --original);\n2 an error: a target that could not be read at all (missing, not an archive,\ntruncated, damaged past decoding, a newer format, an I/O error). Every target\nis reported before the exit; the worst decides it. For a mirror: 1 a file\nmissing, corrupt or not what its manifest or source says; 2 a mirror or a\nfile that could not be fetched."
 )]
 pub struct VerifyArgs {
     /// Archives, folders of archives, a mirror folder (holding
@@ -274,17 +275,14 @@ fn check_one(f: PathBuf, original: Option<[u8; 32]>, threads: usize) -> Checked 
     }
 }
 
-/// A damaged archive (whichever byte was hit: a checksum, a stream that
-/// no longer decodes, a cut end) does not give its original back: a
-/// mismatch. An error is what stops the check itself: unreadable, not an
-/// archive, a newer format.
+/// One rule: a mismatch is an archive that was read to the end and whose
+/// bytes are not what it records (a region's checksum, the file's
+/// SHA-256). Anything that stops the reading itself is an error: not an
+/// archive, truncated, a stream that no longer decodes, a limit, a newer
+/// format, an I/O error.
 fn status_of(e: &DecodeError) -> u8 {
     match e {
-        DecodeError::Checksum { .. }
-        | DecodeError::ShaMismatch { .. }
-        | DecodeError::Corrupt(_)
-        | DecodeError::Truncated { .. }
-        | DecodeError::Limit { .. } => MISMATCH,
+        DecodeError::Checksum { .. } | DecodeError::ShaMismatch { .. } => MISMATCH,
         _ => ERROR,
     }
 }
