@@ -111,6 +111,7 @@ impl HubArgs {
         Ok(c)
     }
 
+    /// The client for `--endpoint`, with its token.
     pub(crate) fn client(&self, ui: &Ui) -> Result<HubClient> {
         let (token, hint) = self.token();
         self.configured(self.endpoint(), token, &hint, ui)

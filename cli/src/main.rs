@@ -20,7 +20,8 @@ use std::process::ExitCode;
 
 // Compression allocates and frees a few MiB per region on every worker;
 // glibc's allocator hands such blocks back to the kernel each time, and
-// the page faults that follow cost 20% of a compress. mimalloc keeps them.
+// the page faults that follow are a large share of a compress. mimalloc
+// keeps them.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -82,8 +83,8 @@ pub enum Outcome {
 
 fn main() -> ExitCode {
     // Transparent huge pages make the first touch of each fresh 2 MiB of
-    // mimalloc's arena zero all of it, used or not: without them astra
-    // compresses 6% faster in 30% less memory. Best effort.
+    // mimalloc's arena zero all of it, used or not: time and memory spent
+    // on pages never used. Best effort.
     #[cfg(target_os = "linux")]
     let _ = rustix::thread::disable_transparent_huge_pages(true);
     let cli = Cli::parse();
