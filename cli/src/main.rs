@@ -10,16 +10,18 @@ macro_rules! outln {
     }};
 }
 
-mod bench;
-mod hub_cmds;
-mod local;
+mod args;
+mod cmd;
+mod files;
+mod hub_args;
 mod progress;
 
 use std::process::ExitCode;
 
 // Compression allocates and frees a few MiB per region on every worker;
 // glibc's allocator hands such blocks back to the kernel each time, and
-// the page faults that follow cost 20% of a compress. mimalloc keeps them.
+// the page faults that follow are a large share of a compress. mimalloc
+// keeps them.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -48,36 +50,27 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Compress safetensors (or any) files into .brv archives.
-    Compress(local::CompressArgs),
+    Compress(cmd::compress::CompressArgs),
     /// Decompress .brv archives back to the original files.
-    Decompress(local::DecompressArgs),
+    Decompress(cmd::decompress::DecompressArgs),
     /// Check that archives (or a mirror) decode to their recorded SHA-256.
-    Verify(local::VerifyArgs),
+    Verify(cmd::verify::VerifyArgs),
     /// Show each tensor's program and what it saved.
-    Inspect(local::InspectArgs),
+    Inspect(cmd::inspect::InspectArgs),
     /// Ratio and speed beside zstd on the same files.
-    Bench(local::BenchArgs),
+    Bench(cmd::bench::BenchArgs),
     /// Learn a prior (which programs a checkpoint's tensors favour).
     #[command(
         subcommand,
         after_help = "Example:\n  brevis-hub prior learn ./my-model -o brevis.prior.json"
     )]
-    Prior(local::PriorCommand),
+    Prior(cmd::prior::PriorCommand),
     /// Download a Hub model repo, compress it and upload a compressed mirror.
-    Mirror(hub_cmds::MirrorArgs),
+    Mirror(cmd::mirror::MirrorArgs),
     /// Download a mirror and restore the original files into the HF cache.
-    Pull(hub_cmds::PullArgs),
+    Pull(cmd::pull::PullArgs),
     /// Serve a local store with the Hugging Face Hub's HTTP protocol.
-    Serve(hub_cmds::ServeArgs),
-}
-
-/// Most worker threads `-T` / `--threads` takes: more would only cost
-/// memory and start-up time (work is split into regions of megabytes).
-pub const MAX_THREADS: u64 = 1024;
-
-/// `-T`: 0 (all cores) to [`MAX_THREADS`], larger values a usage error.
-pub fn threads_parser() -> clap::builder::RangedU64ValueParser<usize> {
-    clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_THREADS)
+    Serve(cmd::serve::ServeArgs),
 }
 
 /// What a command concluded, beyond success.
@@ -90,22 +83,22 @@ pub enum Outcome {
 
 fn main() -> ExitCode {
     // Transparent huge pages make the first touch of each fresh 2 MiB of
-    // mimalloc's arena zero all of it, used or not: without them astra
-    // compresses 6% faster in 30% less memory. Best effort.
+    // mimalloc's arena zero all of it, used or not: time and memory spent
+    // on pages never used. Best effort.
     #[cfg(target_os = "linux")]
     let _ = rustix::thread::disable_transparent_huge_pages(true);
     let cli = Cli::parse();
     let ui = progress::Ui::new(cli.quiet, cli.no_progress);
     let result = match cli.command {
-        Command::Compress(a) => local::compress(a, &ui),
-        Command::Decompress(a) => local::decompress(a, &ui),
-        Command::Verify(a) => local::verify(a, &ui),
-        Command::Inspect(a) => local::inspect(a, &ui),
-        Command::Bench(a) => local::bench(a, &ui),
-        Command::Prior(c) => local::prior(c, &ui),
-        Command::Mirror(a) => hub_cmds::mirror(a, &ui),
-        Command::Pull(a) => hub_cmds::pull(a, &ui),
-        Command::Serve(a) => hub_cmds::serve(a, &ui),
+        Command::Compress(a) => cmd::compress::run(a, &ui),
+        Command::Decompress(a) => cmd::decompress::run(a, &ui),
+        Command::Verify(a) => cmd::verify::run(a, &ui),
+        Command::Inspect(a) => cmd::inspect::run(a, &ui),
+        Command::Bench(a) => cmd::bench::run(a, &ui),
+        Command::Prior(c) => cmd::prior::run(c, &ui),
+        Command::Mirror(a) => cmd::mirror::run(a, &ui),
+        Command::Pull(a) => cmd::pull::run(a, &ui),
+        Command::Serve(a) => cmd::serve::run(a, &ui),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

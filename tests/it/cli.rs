@@ -228,11 +228,14 @@ fn verify_exit_codes() {
     assert_eq!(o.code, 1, "checksum mismatch: {}{}", o.stdout, o.stderr);
     assert!(o.stdout.contains("bad.brv"), "{}", o.stdout);
 
+    // One rule: 1 an archive that was read and does not match, 2 one that
+    // could not be read at all (truncated, garbled, random bytes).
     std::fs::write(p.join("short.brv"), &good[..good.len() / 2]).unwrap();
     let o = run(p, &["verify", "short.brv"]);
-    assert_eq!(o.code, 1, "truncated archive: {}{}", o.stdout, o.stderr);
+    assert_eq!(o.code, 2, "truncated archive: {}{}", o.stdout, o.stderr);
+    assert!(o.stdout.starts_with("ERROR  short.brv"), "{}", o.stdout);
 
-    // A stream that no longer decodes is damage too, as a checksum is.
+    // A stream that no longer decodes cannot be read either.
     let mut b = good.clone();
     let a = Archive::new(&good[..]).unwrap();
     let r = a
@@ -248,7 +251,26 @@ fn verify_exit_codes() {
     );
     std::fs::write(p.join("garbled.brv"), &b).unwrap();
     let o = run(p, &["verify", "garbled.brv"]);
-    assert_eq!(o.code, 1, "garbled program: {}{}", o.stdout, o.stderr);
+    assert_eq!(o.code, 2, "garbled program: {}{}", o.stdout, o.stderr);
+
+    // Random bytes, with and without the magic in front.
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let random: Vec<u8> = (0..4096)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(p.join("random.brv"), &random).unwrap();
+    let o = run(p, &["verify", "random.brv"]);
+    assert_eq!(o.code, 2, "random bytes: {}{}", o.stdout, o.stderr);
+    let mut magic = good[..8].to_vec();
+    magic.extend_from_slice(&random);
+    std::fs::write(p.join("magic.brv"), &magic).unwrap();
+    let o = run(p, &["verify", "magic.brv"]);
+    assert_eq!(o.code, 2, "magic then random: {}{}", o.stdout, o.stderr);
 
     std::fs::write(p.join("text.brv"), b"hello, I am not an archive\n").unwrap();
     let o = run(p, &["verify", "text.brv"]);
@@ -518,10 +540,11 @@ fn regression_16_bench_json_paths_totals_and_nulls() {
     assert!(o.stdout.contains("| total |"), "{}", o.stdout);
 }
 
-/// #21: an empty input has one ratio (1.0, `brevis_core::ratio`) in
-/// compress, inspect and bench.
+/// #21: an empty input has one ratio in JSON (1.0, `brevis_core::ratio`,
+/// the field stays a number) in compress, inspect and bench; the text
+/// output says it has none (`n/a`, `-` in bench's table).
 #[test]
-fn regression_21_empty_input_ratio_is_one_everywhere() {
+fn regression_21_empty_input_ratio_is_one_in_json_and_na_in_text() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path();
     std::fs::write(p.join("empty.bin"), b"").unwrap();
@@ -530,9 +553,20 @@ fn regression_21_empty_input_ratio_is_one_everywhere() {
     let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
     assert_eq!(v["files"][0]["ratio"], 1.0, "{v}");
     assert_eq!(v["ratio"], 1.0, "{v}");
+    let o = run(p, &["compress", "empty.bin", "-o", "again.brv"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("0 -> 75 bytes (n/a)"), "{}", o.stderr);
     let o = run(p, &["inspect", "empty.bin.brv"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(o.stdout.contains("(1.0000)"), "{}", o.stdout);
+    assert!(o.stdout.contains("(n/a)"), "{}", o.stdout);
+    assert!(!o.stdout.contains("1.0000"), "{}", o.stdout);
+    let o = run(p, &["bench", "empty.bin", "--no-prior"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("| empty.bin | 0.0 | - | - | - | - |"),
+        "{}",
+        o.stdout
+    );
     let o = run(p, &["bench", "empty.bin", "--json", "--no-prior"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
@@ -542,4 +576,74 @@ fn regression_21_empty_input_ratio_is_one_everywhere() {
         }
     }
     assert_eq!(v["models"][0]["bytes"], 0, "{v}");
+}
+
+/// `inspect`'s table: every column lines up (widths from the cells), the
+/// byte counts right-aligned under their headers.
+#[test]
+fn inspect_table_columns_line_up() {
+    let d = compressed_dir();
+    let o = run(d.path(), &["inspect", "model.safetensors.brv"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let lines: Vec<&str> = o
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("name"))
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(lines.len() > 2, "{}", o.stdout);
+    let header = lines[0];
+    let program = header.find("  program").expect("program column") + 2;
+    let after_end = header.find("after").unwrap() + "after".len();
+    let before_end = header.find("before").unwrap() + "before".len();
+    for l in &lines[1..] {
+        assert!(
+            l.len() > program && &l[program - 2..program] == "  " && !l[program..].starts_with(' '),
+            "program column not at {program}:\n{header}\n{l}"
+        );
+        for end in [after_end, before_end] {
+            assert!(
+                l.as_bytes()[end - 1].is_ascii_digit() && l.as_bytes()[end] == b' ',
+                "a byte count does not end at {end}:\n{header}\n{l}"
+            );
+        }
+    }
+}
+
+/// A `-o` whose folder is missing (or is a file) is refused before any
+/// work (no prior learned), naming the path.
+#[test]
+fn output_in_a_missing_folder_is_refused_before_any_work() {
+    let d = model_dir();
+    let p = d.path();
+    let o = run(p, &["compress", "model.safetensors", "-o", "nope/m.brv"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("nope/m.brv") && o.stderr.contains("the folder nope does not exist"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        !o.stderr.contains("learned"),
+        "work was done first: {}",
+        o.stderr
+    );
+    let o = run(
+        p,
+        &["prior", "learn", "model.safetensors", "-o", "nope/p.json"],
+    );
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("the folder nope does not exist"),
+        "{}",
+        o.stderr
+    );
+    std::fs::write(p.join("file"), b"x").unwrap();
+    let o = run(p, &["compress", "model.safetensors", "-o", "file/m.brv"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("file is not a folder"), "{}", o.stderr);
+    let o = run(p, &["compress", "model.safetensors", "-o", "file/sub/"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("file is not a folder"), "{}", o.stderr);
+    assert_eq!(names_in(p), ["file", "model.safetensors"]);
 }

@@ -319,11 +319,16 @@ fn review_10_threads_are_capped() {
 fn review_11_an_io_error_is_printed_once() {
     let d = compressed_dir();
     let p = d.path();
+    // A missing folder is refused before any work, in words of our own.
     let o = run(p, &["compress", MODEL, "-o", "nodir/x.brv", "--no-prior"]);
     failed_naming(&o, &["nodir/x.brv"]);
+    assert!(once(&o.stderr, "does not exist"), "{}", o.stderr);
+    // The system's own error (a folder no file can be created in).
+    let o = run(p, &["compress", MODEL, "-o", "/proc/x.brv", "--no-prior"]);
+    failed_naming(&o, &["/proc/x.brv"]);
     assert!(once(&o.stderr, "No such file or directory"), "{}", o.stderr);
-    let o = run(p, &["decompress", ARCHIVE, "-o", "nodir/x"]);
-    failed_naming(&o, &["nodir/x"]);
+    let o = run(p, &["decompress", ARCHIVE, "-o", "/proc/x"]);
+    failed_naming(&o, &["/proc/x"]);
     assert!(once(&o.stderr, "No such file or directory"), "{}", o.stderr);
     let o = run(p, &["decompress", ARCHIVE, "-o", MODEL]);
     failed_naming(&o, &[MODEL]);

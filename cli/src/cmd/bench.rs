@@ -8,10 +8,11 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use brevis_core::container::{Archive, SegmentKind};
 use brevis_core::{CompressOptions, DecompressOptions, Dtype, LearnOptions, Prior};
+use clap::Args;
 use serde_json::json;
 
 use crate::Outcome;
-use crate::local::BenchArgs;
+use crate::args::{Budget, Json, PriorChoice};
 use crate::progress::Ui;
 
 /// Sums over the files of one path (or over all paths). zstd -19 and the
@@ -147,96 +148,37 @@ fn tensor_order0_bits(bytes: &[u8], dtype: Dtype) -> f64 {
     }
 }
 
+/// Ratio and speed beside zstd -3 and -19 on the same files, in one run.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Example:\n  brevis-hub bench ~/.cache/brevis-data/models/minilm-l6-v2 --json"
+)]
+pub struct BenchArgs {
+    /// Files or folders.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub json: Json,
+    #[command(flatten)]
+    pub budget: Budget,
+    /// Skip zstd -19 (slow on big files).
+    #[arg(long)]
+    pub no_zstd19: bool,
+    #[command(flatten)]
+    pub prior: PriorChoice,
+}
+
 pub fn run(a: BenchArgs, ui: &Ui) -> Result<Outcome> {
     let all = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
     let mut models = Vec::new();
     for p in &a.paths {
-        let files: Vec<PathBuf> = walk(p)?;
-        if files.is_empty() {
-            bail!("{}: no files", p.display());
-        }
         let name = p
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let shards: Vec<&Path> = files
-            .iter()
-            .filter(|f| f.extension().is_some_and(|e| e == "safetensors"))
-            .map(|f| f.as_path())
-            .collect();
-        let mut t = Totals {
-            zstd19: (!a.no_zstd19).then_some(0),
-            z19c: (!a.no_zstd19).then_some(0.0),
-            ..Totals::default()
-        };
-        let prior = if let Some(pp) = &a.prior {
-            Some(Arc::new(crate::local::load_prior(pp)?))
-        } else if !a.no_prior && !shards.is_empty() {
-            let (p, secs) = timed(|| Prior::learn(&shards, &LearnOptions::default().threads(all)));
-            t.learn = Some(secs);
-            Some(Arc::new(p?))
-        } else {
-            None
-        };
-        for f in &files {
-            let data = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
-            ui.note(format!("bench {} ({} bytes)", f.display(), data.len()));
-            // Decoded and compared below, and timed apart.
-            let opts = CompressOptions::default()
-                .verify(false)
-                .budget(a.budget)
-                .prior(prior.clone());
-            let (ar1, c1) = timed(|| brevis_core::compress(&data, &opts.clone().threads(1)));
-            let ar1 = ar1?;
-            let (arn, cn) = timed(|| brevis_core::compress(&data, &opts.clone().threads(all)));
-            if arn? != ar1 {
-                bail!(
-                    "{}: archive differs between 1 and {all} threads (determinism)",
-                    f.display()
-                );
-            }
-            let dec = |threads: usize| -> Result<(Vec<u8>, f64)> {
-                let archive = Archive::new(&ar1[..])?;
-                let mut out = Vec::with_capacity(data.len());
-                let (r, s) = timed(|| {
-                    archive.decode_to(&mut out, &DecompressOptions::default().threads(threads))
-                });
-                r?;
-                Ok((out, s))
-            };
-            let (back, d1) = dec(1)?;
-            let (_, dn) = dec(all)?;
-            if back != data {
-                bail!("{}: round trip differs", f.display());
-            }
-            let (z3, z3c) = timed(|| zstd::bulk::compress(&data, 3));
-            let z3 = z3?;
-            let (_, z3d) = timed(|| zstd::bulk::decompress(&z3, data.len()));
-            let z19 = if a.no_zstd19 {
-                None
-            } else {
-                let (z, s) = timed(|| zstd::bulk::compress(&data, 19));
-                Some((z?.len() as u64, s))
-            };
-            t.bytes += data.len() as u64;
-            t.brevis += ar1.len() as u64;
-            t.order0_bits += order0_bits(&data, &ar1)?;
-            t.zstd3 += z3.len() as u64;
-            if let Some((len, secs)) = z19 {
-                t.zstd19 = t.zstd19.map(|x| x + len);
-                t.z19c = t.z19c.map(|x| x + secs);
-            }
-            t.c1 += c1;
-            t.cn += cn;
-            t.d1 += d1;
-            t.dn += dn;
-            t.z3c += z3c;
-            t.z3d += z3d;
-            t.files += 1;
-        }
-        models.push((name, p.display().to_string(), t));
+        models.push((name, p.display().to_string(), measure_path(&a, p, all, ui)?));
     }
     let rows: Vec<_> = models
         .iter()
@@ -263,13 +205,113 @@ pub fn run(a: BenchArgs, ui: &Ui) -> Result<Outcome> {
     let total = json!({
         "files": sum.files, "bytes": sum.bytes, "archive_bytes": sum.brevis, "ratio": sum.ratios(),
     });
-    if a.json {
+    if a.json.json {
         outln!(
             "{}",
             serde_json::to_string_pretty(&json!({"models": rows, "total": total}))?
         );
         return Ok(Outcome::Ok);
     }
+    print_tables(&rows, &total, all)?;
+    Ok(Outcome::Ok)
+}
+
+/// The sums over the files of one path argument (its prior learned first,
+/// unless given or `--no-prior`).
+fn measure_path(a: &BenchArgs, p: &Path, all: usize, ui: &Ui) -> Result<Totals> {
+    let files: Vec<PathBuf> = walk(p)?;
+    if files.is_empty() {
+        bail!("{}: no files", p.display());
+    }
+    let shards: Vec<&Path> = files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "safetensors"))
+        .map(|f| f.as_path())
+        .collect();
+    let mut t = Totals {
+        zstd19: (!a.no_zstd19).then_some(0),
+        z19c: (!a.no_zstd19).then_some(0.0),
+        ..Totals::default()
+    };
+    let prior = if let Some(pp) = &a.prior.prior {
+        Some(Arc::new(crate::files::load_prior(pp)?))
+    } else if !a.prior.no_prior && !shards.is_empty() {
+        let (p, secs) = timed(|| Prior::learn(&shards, &LearnOptions::default().threads(all)));
+        t.learn = Some(secs);
+        Some(Arc::new(p?))
+    } else {
+        None
+    };
+    let opts = CompressOptions::default()
+        .verify(false)
+        .budget(a.budget.budget)
+        .prior(prior);
+    for f in &files {
+        let data = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+        ui.note(format!("bench {} ({} bytes)", f.display(), data.len()));
+        measure_file(f, &data, &opts, (all, a.no_zstd19), &mut t)?;
+    }
+    Ok(t)
+}
+
+/// Brevis on 1 and on `all` threads (the archives must be the same, and
+/// decode to `data`), zstd -3 and (unless `no_zstd19`) zstd -19 on one
+/// file, added to `t`.
+fn measure_file(
+    f: &Path,
+    data: &[u8],
+    opts: &CompressOptions,
+    (all, no_zstd19): (usize, bool),
+    t: &mut Totals,
+) -> Result<()> {
+    // Decoded and compared below, and timed apart (`opts` does not verify).
+    let (ar1, c1) = timed(|| brevis_core::compress(data, &opts.clone().threads(1)));
+    let ar1 = ar1?;
+    let (arn, cn) = timed(|| brevis_core::compress(data, &opts.clone().threads(all)));
+    if arn? != ar1 {
+        bail!(
+            "{}: archive differs between 1 and {all} threads (determinism)",
+            f.display()
+        );
+    }
+    let dec = |threads: usize| -> Result<(Vec<u8>, f64)> {
+        let archive = Archive::new(&ar1[..])?;
+        let mut out = Vec::with_capacity(data.len());
+        let (r, s) =
+            timed(|| archive.decode_to(&mut out, &DecompressOptions::default().threads(threads)));
+        r?;
+        Ok((out, s))
+    };
+    let (back, d1) = dec(1)?;
+    let (_, dn) = dec(all)?;
+    if back != data {
+        bail!("{}: round trip differs", f.display());
+    }
+    let (z3, z3c) = timed(|| zstd::bulk::compress(data, 3));
+    let z3 = z3?;
+    let (_, z3d) = timed(|| zstd::bulk::decompress(&z3, data.len()));
+    if !no_zstd19 {
+        let (z, s) = timed(|| zstd::bulk::compress(data, 19));
+        let len = z?.len() as u64;
+        t.zstd19 = t.zstd19.map(|x| x + len);
+        t.z19c = t.z19c.map(|x| x + s);
+    }
+    t.bytes += data.len() as u64;
+    t.brevis += ar1.len() as u64;
+    t.order0_bits += order0_bits(data, &ar1)?;
+    t.zstd3 += z3.len() as u64;
+    t.c1 += c1;
+    t.cn += cn;
+    t.d1 += d1;
+    t.dn += dn;
+    t.z3c += z3c;
+    t.z3d += z3d;
+    t.files += 1;
+    Ok(())
+}
+
+/// The ratio table and the speed table, in Markdown.
+fn print_tables(rows: &[serde_json::Value], total: &serde_json::Value, all: usize) -> Result<()> {
     // A model is named by its folder's name, or by the path as given when
     // two share that name.
     let label = |r: &serde_json::Value| -> String {
@@ -284,23 +326,32 @@ pub fn run(a: BenchArgs, ui: &Ui) -> Result<Outcome> {
     outln!("|---|---|---|---|---|---|");
     let mut lines: Vec<(String, &serde_json::Value)> = rows.iter().map(|r| (label(r), r)).collect();
     if rows.len() > 1 {
-        lines.push(("total".into(), &total));
+        lines.push(("total".into(), total));
     }
     for (name, r) in &lines {
+        let bytes = r["bytes"].as_u64().unwrap_or(0);
+        // No ratio of an empty input: `-` (its JSON keeps 1.0).
+        let ratio = |k: &str| {
+            if bytes == 0 {
+                "-".into()
+            } else {
+                cell(&r["ratio"][k], 4)
+            }
+        };
         outln!(
             "| {} | {:.1} | {} | {} | {} | {} |",
             name,
-            r["bytes"].as_u64().unwrap_or(0) as f64 / 1e6,
-            cell(&r["ratio"]["order0_ref"], 4),
-            cell(&r["ratio"]["zstd3"], 4),
-            cell(&r["ratio"]["zstd19"], 4),
-            cell(&r["ratio"]["brevis"], 4),
+            bytes as f64 / 1e6,
+            ratio("order0_ref"),
+            ratio("zstd3"),
+            ratio("zstd19"),
+            ratio("brevis"),
         );
     }
     outln!("\nMB/s of original bytes (compress / decompress):\n");
     outln!("| model | Brevis 1T | Brevis {all}T | zstd -3 | zstd -19 c | prior learn s |");
     outln!("|---|---|---|---|---|---|");
-    for r in &rows {
+    for r in rows {
         let m = &r["mb_per_s"];
         let f = |k: &str| cell(&m[k], 0);
         outln!(
@@ -316,7 +367,7 @@ pub fn run(a: BenchArgs, ui: &Ui) -> Result<Outcome> {
             cell(&r["prior_learn_seconds"], 1),
         );
     }
-    Ok(Outcome::Ok)
+    Ok(())
 }
 
 fn walk(p: &Path) -> Result<Vec<PathBuf>> {

@@ -1,0 +1,198 @@
+//! `mirror`: download a Hub model repo, compress it and upload a
+//! compressed mirror.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use brevis_hub::pipeline::human;
+use brevis_hub::{MirrorOptions, MirrorReport};
+use clap::Args;
+
+use crate::Outcome;
+use crate::args::{Json, Threads};
+use crate::hub_args::{FileFilter, HubArgs, WorkDirArg, notes, print_json, runtime};
+use crate::progress::Ui;
+
+/// Download a Hub model repo, compress it, and upload a compressed mirror.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  brevis-hub mirror org/model                       # uploads <you>/model-brevis (you: the token's user)\n  brevis-hub mirror org/model --to org/model-brevis --public\n  brevis-hub mirror org/model --to me/model-small --revision main --private\n  brevis-hub mirror org/model --endpoint https://hub-a --token A --to-endpoint https://hub-b --to-token B\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub mirror org/model --dry-run\n  brevis-hub mirror org/model --work-dir /tmp/brevis-work --keep-work   # not under $HF_HOME\n\nThe destination is named before any work and checked writable (created if\nmissing, with the namespace's default visibility unless --private/--public)\nbefore anything is downloaded."
+)]
+pub struct MirrorArgs {
+    /// Source repo, `org/model`.
+    pub src: String,
+    /// Destination repo (default `<user or org>/<model>-brevis`).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Source revision (branch or commit).
+    #[arg(long, default_value = "main")]
+    pub revision: String,
+    #[command(flatten)]
+    pub hub: HubArgs,
+    /// Endpoint to upload the mirror to (default: --endpoint).
+    #[arg(long)]
+    pub to_endpoint: Option<String>,
+    /// Token for the destination (--to-endpoint) only. --token / HF_TOKEN
+    /// goes to the source endpoint only; when the two endpoints are the same
+    /// and this is not given, --token serves both.
+    #[arg(long, env = "BREVIS_TO_TOKEN", hide_env_values = true)]
+    pub to_token: Option<String>,
+    /// Replace the destination repo even if it exists and is not a Brevis
+    /// mirror, or mirrors another source repo or revision (its files are
+    /// deleted). Without it, such a repo is refused.
+    #[arg(long)]
+    pub force: bool,
+    /// Use this prior (JSON) instead of learning one.
+    #[arg(long)]
+    pub prior: Option<PathBuf>,
+    /// Create the mirror repo private (default: the namespace's default
+    /// visibility).
+    #[arg(long, conflicts_with = "public")]
+    pub private: bool,
+    /// Create the mirror repo public.
+    #[arg(long)]
+    pub public: bool,
+    /// Only show what would be done.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub files: FileFilter,
+    #[command(flatten)]
+    pub work: WorkDirArg,
+    /// Keep the work folder after success.
+    #[arg(long)]
+    pub keep_work: bool,
+    #[command(flatten)]
+    pub threads: Threads,
+    /// Codec search budget.
+    #[arg(long)]
+    pub budget: Option<u32>,
+    #[command(flatten)]
+    pub json: Json,
+}
+
+pub fn run(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
+    let src = a.hub.client(ui)?;
+    let dst = a.hub.client_for(
+        a.to_endpoint.as_deref(),
+        a.to_token.as_deref(),
+        ("--to-token / BREVIS_TO_TOKEN", "the destination"),
+        ui,
+    )?;
+    let opts = options(&a, ui);
+    let started = std::time::Instant::now();
+    let rep = runtime()?
+        .block_on(brevis_hub::mirror(&src, &dst, &opts))
+        .with_context(|| format!("mirroring {}", a.src))?;
+    let secs = started.elapsed().as_secs_f64();
+    if a.json.json {
+        let mut v = serde_json::to_value(&rep)?;
+        v["ratio"] = serde_json::json!(rep.ratio());
+        v["seconds"] = serde_json::json!(secs);
+        print_json(&v)?;
+        return Ok(Outcome::Ok);
+    }
+    // -q: nothing but errors (a plan is what --dry-run asked for).
+    if ui.quiet && !rep.dry_run {
+        return Ok(Outcome::Ok);
+    }
+    if rep.dry_run {
+        print_plan(&rep)?;
+    } else {
+        print_done(&rep, secs)?;
+    }
+    Ok(Outcome::Ok)
+}
+
+/// The pipeline's options from the command line.
+fn options(a: &MirrorArgs, ui: &Ui) -> MirrorOptions {
+    let mut opts = MirrorOptions::new(a.src.clone(), a.work.path())
+        .revision(a.revision.clone())
+        .progress(Arc::new(ui.sink()))
+        .notes(notes(ui));
+    opts.dest = a.to.clone();
+    opts.prior = a.prior.clone();
+    opts.private = match (a.private, a.public) {
+        (true, _) => Some(true),
+        (_, true) => Some(false),
+        _ => None,
+    };
+    opts.dry_run = a.dry_run;
+    opts.include = a.files.include.clone();
+    opts.exclude = a.files.exclude.clone();
+    opts.keep_work = a.keep_work;
+    opts.force = a.force;
+    opts.threads = a.threads.threads;
+    opts.budget = a.budget;
+    opts
+}
+
+/// `--dry-run`: what would be mirrored.
+fn print_plan(rep: &MirrorReport) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "plan: {} -> {}", rep.source_repo, rep.dest_repo)?;
+    writeln!(out, "source commit {}", rep.source_commit)?;
+    for f in &rep.files {
+        writeln!(
+            out,
+            "  {:>12}  {}  ->  {}",
+            human(f.size),
+            f.path,
+            f.archive
+        )?;
+    }
+    writeln!(
+        out,
+        "source bytes: {} ({})",
+        rep.source_bytes,
+        human(rep.source_bytes)
+    )?;
+    if rep.up_to_date {
+        writeln!(out, "the destination is already up to date")?;
+    }
+    Ok(())
+}
+
+/// What a mirror run did, in `secs` seconds.
+fn print_done(rep: &MirrorReport, secs: f64) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{} -> {}{}",
+        rep.source_repo,
+        rep.dest_repo,
+        if rep.up_to_date {
+            " (already up to date)"
+        } else {
+            ""
+        }
+    )?;
+    writeln!(
+        out,
+        "source bytes: {} ({})",
+        rep.source_bytes,
+        human(rep.source_bytes)
+    )?;
+    writeln!(
+        out,
+        "mirror bytes: {} ({})",
+        rep.mirror_bytes,
+        human(rep.mirror_bytes)
+    )?;
+    if rep.source_bytes == 0 {
+        writeln!(out, "ratio: n/a")?;
+    } else {
+        writeln!(out, "ratio: {:.4}", rep.ratio())?;
+    }
+    writeln!(
+        out,
+        "downloaded {}, uploaded {} ({} LFS object(s) sent, {} already there) in {secs:.1} s",
+        human(rep.downloaded_bytes),
+        human(rep.uploaded_bytes),
+        rep.lfs_objects_sent,
+        rep.lfs_objects_present
+    )?;
+    Ok(())
+}
