@@ -579,10 +579,7 @@ struct Sent {
 
 impl Sent {
     /// Add what a finished [`send_object`] sent.
-    fn add(
-        &mut self,
-        r: std::result::Result<Result<Sent>, tokio::task::JoinError>,
-    ) -> Result<()> {
+    fn add(&mut self, r: std::result::Result<Result<Sent>, tokio::task::JoinError>) -> Result<()> {
         let s = r.map_err(|e| HubError::io("<upload>", std::io::Error::other(e.to_string())))??;
         self.bytes += s.bytes;
         self.objects += s.objects;

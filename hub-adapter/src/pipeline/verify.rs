@@ -23,12 +23,7 @@ use super::work::lock_work;
 /// The verdict on one manifest entry whose stored file is (or should be)
 /// in `folder`. Blocking. An error is one reading the stored file (not a
 /// verdict); an archive that does not decode is `corrupt`.
-fn verify_entry(
-    folder: &Path,
-    repo: &str,
-    f: &FileEntry,
-    threads: usize,
-) -> Result<VerifyEntry> {
+fn verify_entry(folder: &Path, repo: &str, f: &FileEntry, threads: usize) -> Result<VerifyEntry> {
     let stored = folder.join(&f.archive);
     if !stored.is_file() {
         return Ok(missing_entry(f));
