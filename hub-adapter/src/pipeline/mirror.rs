@@ -13,6 +13,7 @@ use crate::hashing::{FileHashes, hash_file};
 use crate::manifest::{Encoding, FileEntry, MANIFEST_NAME, Manifest, PRIOR_NAME, Source};
 use crate::paths::{check_globs, check_repo_id, check_revision, selected};
 
+use super::archive::store;
 use super::download::fetch_manifest;
 use super::options::MirrorOptions;
 use super::plan::{check_plan, is_safetensors, plan_names};
@@ -35,10 +36,133 @@ pub async fn mirror(
     dst: &HubClient,
     opts: &MirrorOptions,
 ) -> Result<MirrorReport> {
+    let plan = plan(src, dst, opts).await?;
+    let work_name = format!("mirror-{}-{}", safe_name(&opts.src), plan.short());
+    let _lock = lock_work(&opts.work_dir, &work_name, &opts.notes).await?;
+    let work = Work::new(opts.work_dir.join(&work_name))?;
+    let mut report = plan.report(opts);
+    if let Some(current) = check_destination(dst, opts, &plan, &work.dir).await? {
+        report.up_to_date = true;
+        report.mirror_bytes = current.mirror_bytes;
+        report.files = current.files;
+        work.remove();
+        return Ok(report);
+    }
+    if opts.dry_run {
+        report.files = plan.entries_unbuilt();
+        work.remove();
+        return Ok(report);
+    }
+    // The destination must take what is made before anything is
+    // downloaded: a missing token or permission fails in seconds.
+    (opts.notes)(&format!(
+        "mirroring {}@{} into {} at {}",
+        opts.src,
+        plan.short(),
+        plan.dest,
+        dst.endpoint()
+    ));
+    dst.ensure_writable(&plan.dest, opts.private).await?;
+    let (checked, downloaded) = download_sources(src, opts, &plan, &work).await?;
+    report.downloaded_bytes = downloaded;
+    let hashes = source_hashes(opts, &plan, &work, checked).await?;
+    std::fs::create_dir_all(&work.out).map_err(|e| HubError::io(&work.out, e))?;
+    let prior = prior(opts, &plan, &work).await?;
+    let built = compress_and_prove(dst, opts, &plan, &work, &hashes, &prior.prior).await?;
+    report.files = built.files;
+    let mut uploads = built.uploads;
+    let (own, mirror_bytes) = own_files(src, opts, &plan, &report.files, &prior, &work)?;
+    uploads.extend(own);
+    report.mirror_bytes = mirror_bytes;
+    upload(dst, opts, &plan, &uploads, &built.sent, &mut report).await?;
+    if !opts.keep_work {
+        work.remove();
+    }
+    Ok(report)
+}
+
+/// A mirror run's plan: the source at its commit, the files selected, where
+/// each goes in the mirror, and the destination repo.
+struct Plan {
+    commit: String,
+    files: Vec<RepoFile>,
+    names: Vec<(String, Encoding)>,
+    dest: String,
+}
+
+impl Plan {
+    /// The commit as status lines name it.
+    fn short(&self) -> &str {
+        &self.commit[..12]
+    }
+
+    /// The report of a run that has done nothing yet.
+    fn report(&self, opts: &MirrorOptions) -> MirrorReport {
+        MirrorReport {
+            source_repo: opts.src.clone(),
+            source_commit: self.commit.clone(),
+            dest_repo: self.dest.clone(),
+            dest_commit: None,
+            up_to_date: false,
+            dry_run: opts.dry_run,
+            files: Vec::new(),
+            source_bytes: self.files.iter().map(|f| f.size).sum(),
+            mirror_bytes: 0,
+            downloaded_bytes: 0,
+            uploaded_bytes: 0,
+            lfs_objects_sent: 0,
+            lfs_objects_present: 0,
+        }
+    }
+
+    /// The manifest entries of a dry run (archive sizes 0: nothing built).
+    fn entries_unbuilt(&self) -> Vec<FileEntry> {
+        self.files
+            .iter()
+            .zip(&self.names)
+            .map(|(f, (archive, enc))| FileEntry {
+                path: f.path.clone(),
+                size: f.size,
+                sha256: f.lfs_sha256.clone().unwrap_or_default(),
+                git_oid: f.oid.clone(),
+                lfs: f.lfs_sha256.is_some(),
+                encoding: *enc,
+                archive: archive.clone(),
+                archive_size: 0,
+            })
+            .collect()
+    }
+}
+
+/// The work folder of a run: `src/` holds the downloads, `out/` what is
+/// uploaded.
+pub(super) struct Work {
+    pub(super) dir: PathBuf,
+    pub(super) src: PathBuf,
+    pub(super) out: PathBuf,
+}
+
+impl Work {
+    fn new(dir: PathBuf) -> Result<Work> {
+        std::fs::create_dir_all(&dir).map_err(|e| HubError::io(&dir, e))?;
+        Ok(Work {
+            src: dir.join("src"),
+            out: dir.join("out"),
+            dir,
+        })
+    }
+
+    fn remove(&self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Read the source at `opts.revision`, select its files, name the
+/// destination and place every file in the mirror.
+async fn plan(src: &HubClient, dst: &HubClient, opts: &MirrorOptions) -> Result<Plan> {
     check_repo_id(&opts.src)?;
     check_revision(&opts.revision)?;
     check_globs(&opts.include, &opts.exclude)?;
-    let note = &opts.notes;
     let info = src.repo_info(&opts.src, &opts.revision).await?;
     let commit = info.sha.clone();
     let mut files = src.list_files(&opts.src, &commit).await?;
@@ -46,17 +170,7 @@ pub async fn mirror(
     if files.is_empty() {
         return Err(nothing_selected(&opts.src, &opts.include, &opts.exclude));
     }
-    let name = opts.src.split('/').nth(1).unwrap_or("model");
-    let dest = match &opts.dest {
-        Some(d) => d.clone(),
-        None => {
-            let owner = match dst.whoami().await {
-                Ok(n) if dst.has_token() => n,
-                _ => opts.src.split('/').next().unwrap_or("local").to_string(),
-            };
-            format!("{owner}/{name}-brevis")
-        }
-    };
+    let dest = destination(dst, opts).await?;
     check_repo_id(&dest)?;
     if dest == opts.src && src.endpoint() == dst.endpoint() {
         return Err(HubError::invalid(
@@ -67,83 +181,64 @@ pub async fn mirror(
     }
     let names = plan_names(&files);
     check_plan(&opts.src, &files, &names)?;
-    let work_name = format!("mirror-{}-{}", safe_name(&opts.src), &commit[..12]);
-    let _lock = lock_work(&opts.work_dir, &work_name, note).await?;
-    let work = opts.work_dir.join(&work_name);
-    std::fs::create_dir_all(&work).map_err(|e| HubError::io(&work, e))?;
-    let source_bytes: u64 = files.iter().map(|f| f.size).sum();
-    let mut report = MirrorReport {
-        source_repo: opts.src.clone(),
-        source_commit: commit.clone(),
-        dest_repo: dest.clone(),
-        dest_commit: None,
-        up_to_date: false,
-        dry_run: opts.dry_run,
-        files: Vec::new(),
-        source_bytes,
-        mirror_bytes: 0,
-        downloaded_bytes: 0,
-        uploaded_bytes: 0,
-        lfs_objects_sent: 0,
-        lfs_objects_present: 0,
-    };
+    Ok(Plan {
+        commit,
+        files,
+        names,
+        dest,
+    })
+}
 
-    // Is the destination already this mirror?
-    let existing = match dst.repo_info(&dest, "main").await {
-        Ok(i) => Some(i),
-        Err(HubError::RepoNotFound { .. }) => None,
+/// `opts.dest`, else `<user or source namespace>/<name>-brevis`.
+async fn destination(dst: &HubClient, opts: &MirrorOptions) -> Result<String> {
+    if let Some(d) = &opts.dest {
+        return Ok(d.clone());
+    }
+    let name = opts.src.split('/').nth(1).unwrap_or("model");
+    let owner = match dst.whoami().await {
+        Ok(n) if dst.has_token() => n,
+        _ => opts.src.split('/').next().unwrap_or("local").to_string(),
+    };
+    Ok(format!("{owner}/{name}-brevis"))
+}
+
+/// A destination that already is this mirror.
+struct Current {
+    files: Vec<FileEntry>,
+    mirror_bytes: u64,
+}
+
+/// Whether the destination already is this mirror (`Some`), may be written
+/// (`None`), or must not be replaced without `--force` (an error, and the
+/// work folder is removed).
+async fn check_destination(
+    dst: &HubClient,
+    opts: &MirrorOptions,
+    plan: &Plan,
+    work: &Path,
+) -> Result<Option<Current>> {
+    let dest = &plan.dest;
+    let di = match dst.repo_info(dest, "main").await {
+        Ok(i) => i,
+        Err(HubError::RepoNotFound { .. }) => return Ok(None),
         Err(e) => return Err(e),
     };
-    let existing_manifest = match &existing {
-        Some(di) => fetch_manifest(dst, &dest, &di.sha, &work).await?,
-        None => None,
-    };
-    // A repo that exists and is no Brevis mirror is someone's work: never
-    // replace it without being told to.
-    if let Some(di) = &existing
-        && existing_manifest.is_none()
-        && !opts.force
-    {
-        let tree = dst.list_files(&dest, &di.sha).await?;
-        let theirs: Vec<&str> = tree
-            .iter()
-            .map(|f| f.path.as_str())
-            .filter(|p| *p != ".gitattributes")
-            .collect();
-        if !theirs.is_empty() {
-            let _ = std::fs::remove_dir_all(&work);
-            let mut list = theirs
-                .iter()
-                .take(10)
-                .copied()
-                .collect::<Vec<_>>()
-                .join(", ");
-            if theirs.len() > 10 {
-                list.push_str(&format!(" and {} more", theirs.len() - 10));
-            }
-            return Err(HubError::invalid(
-                "destination",
-                &dest,
-                format!(
-                    "exists and is not a Brevis mirror (no {MANIFEST_NAME}); mirroring into it \
-                     would replace or delete its {} file(s): {list}. Pass --force to replace it, \
-                     or choose another --to",
-                    theirs.len()
-                ),
-            ));
+    let Some(m) = fetch_manifest(dst, dest, &di.sha, work).await? else {
+        // A repo that exists and is no Brevis mirror is someone's work:
+        // never replace it without being told to.
+        if !opts.force {
+            refuse_non_mirror(dst, dest, &di.sha, work).await?;
         }
-    }
+        return Ok(None);
+    };
     // A mirror of another source (or of another branch of it) is someone
     // else's mirror: replacing it takes --force too. The same source and
     // branch at a newer commit is an update, not a replacement.
-    if let Some(m) = &existing_manifest
-        && !opts.force
-        && (m.source.repo != opts.src || m.source.revision != opts.revision)
-    {
-        let _ = std::fs::remove_dir_all(&work);
+    if !opts.force && (m.source.repo != opts.src || m.source.revision != opts.revision) {
+        let _ = std::fs::remove_dir_all(work);
         return Err(HubError::invalid(
             "destination",
-            &dest,
+            dest,
             format!(
                 "is a Brevis mirror of {} (revision {}, commit {}), not of {} (revision {}); \
                  mirroring into it would replace that mirror. Pass --force to replace it, or \
@@ -156,128 +251,169 @@ pub async fn mirror(
             ),
         ));
     }
-    if let Some(di) = &existing
-        && let Some(m) = existing_manifest
-        && m.source.commit == commit
+    if !mirrors_plan(&m, plan) {
+        return Ok(None);
+    }
+    let tree = dst.list_files(dest, &di.sha).await?;
+    let have: HashMap<&str, u64> = tree.iter().map(|f| (f.path.as_str(), f.size)).collect();
+    if !m
+        .files
+        .iter()
+        .all(|e| have.get(e.archive.as_str()) == Some(&e.archive_size))
+    {
+        return Ok(None);
+    }
+    (opts.notes)(&format!(
+        "{dest} already mirrors {}@{}: nothing to do",
+        opts.src,
+        plan.short()
+    ));
+    let own: u64 = tree
+        .iter()
+        .filter(|f| f.path == MANIFEST_NAME || f.path == PRIOR_NAME)
+        .map(|f| f.size)
+        .sum();
+    Ok(Some(Current {
+        mirror_bytes: m.stored_bytes() + own,
+        files: m.files,
+    }))
+}
+
+/// Whether the manifest `m` describes the planned files at the planned
+/// commit, in the codec's current format.
+fn mirrors_plan(m: &Manifest, plan: &Plan) -> bool {
+    m.source.commit == plan.commit
         && m.format_version == brevis_core::FORMAT_VERSION
-        && m.files.len() == files.len()
-        && m.files.iter().zip(&files).all(|(e, f)| {
+        && m.files.len() == plan.files.len()
+        && m.files.iter().zip(&plan.files).all(|(e, f)| {
             e.path == f.path
                 && e.size == f.size
                 && e.git_oid == f.oid
                 && f.lfs_sha256.as_ref().is_none_or(|s| *s == e.sha256)
         })
-    {
-        let tree = dst.list_files(&dest, &di.sha).await?;
-        let have: HashMap<&str, u64> = tree.iter().map(|f| (f.path.as_str(), f.size)).collect();
-        if m.files
-            .iter()
-            .all(|e| have.get(e.archive.as_str()) == Some(&e.archive_size))
-        {
-            note(&format!(
-                "{dest} already mirrors {}@{}: nothing to do",
-                opts.src,
-                &commit[..12]
-            ));
-            report.up_to_date = true;
-            report.mirror_bytes = m.stored_bytes()
-                + tree
-                    .iter()
-                    .filter(|f| f.path == MANIFEST_NAME || f.path == PRIOR_NAME)
-                    .map(|f| f.size)
-                    .sum::<u64>();
-            report.files = m.files;
-            let _ = std::fs::remove_dir_all(&work);
-            return Ok(report);
-        }
+}
+
+/// Refuse to mirror into `dest` (at `sha`, no Brevis mirror) when it holds
+/// any file but `.gitattributes`, naming the first few.
+async fn refuse_non_mirror(dst: &HubClient, dest: &str, sha: &str, work: &Path) -> Result<()> {
+    /// Files named in the refusal; the rest are counted.
+    const NAMED: usize = 10;
+    let tree = dst.list_files(dest, sha).await?;
+    let theirs: Vec<&str> = tree
+        .iter()
+        .map(|f| f.path.as_str())
+        .filter(|p| *p != ".gitattributes")
+        .collect();
+    if theirs.is_empty() {
+        return Ok(());
     }
-
-    if opts.dry_run {
-        for (f, (archive, enc)) in files.iter().zip(&names) {
-            report.files.push(FileEntry {
-                path: f.path.clone(),
-                size: f.size,
-                sha256: f.lfs_sha256.clone().unwrap_or_default(),
-                git_oid: f.oid.clone(),
-                lfs: f.lfs_sha256.is_some(),
-                encoding: *enc,
-                archive: archive.clone(),
-                archive_size: 0,
-            });
-        }
-        let _ = std::fs::remove_dir_all(&work);
-        return Ok(report);
+    let _ = std::fs::remove_dir_all(work);
+    let mut list = theirs
+        .iter()
+        .take(NAMED)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if theirs.len() > NAMED {
+        list.push_str(&format!(" and {} more", theirs.len() - NAMED));
     }
+    Err(HubError::invalid(
+        "destination",
+        dest,
+        format!(
+            "exists and is not a Brevis mirror (no {MANIFEST_NAME}); mirroring into it \
+             would replace or delete its {} file(s): {list}. Pass --force to replace it, \
+             or choose another --to",
+            theirs.len()
+        ),
+    ))
+}
 
-    // The destination must take what is made before anything is
-    // downloaded: a missing token or permission fails in seconds.
-    note(&format!(
-        "mirroring {}@{} into {dest} at {}",
-        opts.src,
-        &commit[..12],
-        dst.endpoint()
-    ));
-    dst.ensure_writable(&dest, opts.private).await?;
-
-    // Download what is not already complete in the work folder.
-    let src_dir = work.join("src");
+/// Download what is not already complete in the work folder: the hashes
+/// each source file was checked with against the Hub (by path), and the
+/// bytes downloaded.
+async fn download_sources(
+    src: &HubClient,
+    opts: &MirrorOptions,
+    plan: &Plan,
+    work: &Work,
+) -> Result<(HashMap<String, FileHashes>, u64)> {
     let mut todo = Vec::new();
-    // The hashes each source file was checked with against the Hub, by path.
     let mut checked: HashMap<String, FileHashes> = HashMap::new();
-    for f in &files {
-        let local = src_dir.join(&f.path);
-        // A file left by an earlier run is kept only if it is the Hub's
-        // bytes; one that is not (a flipped byte, another version) is
-        // downloaded again rather than failing every later run.
+    for f in &plan.files {
+        let local = work.src.join(&f.path);
         let expect = Expect::of(f);
-        let mut done = std::fs::metadata(&local).is_ok_and(|m| m.is_file() && m.len() == f.size);
-        if done {
-            let (l2, git) = (local.clone(), expect.git_oid.is_some());
-            let h = blocking(move || hash_file(&l2, git)).await?;
-            done = expect.matches(&h);
-            if done {
+        match kept_source(opts, plan, f, &local, &expect).await? {
+            Some(h) => {
                 checked.insert(f.path.clone(), h);
-            } else {
-                note(&format!(
-                    "{} in the work folder is not {}@{}: downloading it again",
-                    local.display(),
-                    f.path,
-                    &commit[..12]
-                ));
-                let _ = std::fs::remove_file(&local);
             }
-        }
-        if !done {
-            todo.push((f.path.clone(), local, expect));
+            None => todo.push((f.path.clone(), local, expect)),
         }
     }
-    if !todo.is_empty() {
-        note(&format!(
-            "downloading {} file(s) of {}@{}",
-            todo.len(),
-            opts.src,
-            &commit[..12]
-        ));
-        let stats = src
-            .download_many(&opts.src, &commit, &todo, opts.progress.clone())
-            .await?;
-        report.downloaded_bytes = stats.iter().map(|s| s.bytes_on_wire).sum();
-        for ((path, _, _), s) in todo.iter().zip(stats) {
-            if let Some(h) = s.hashes {
-                checked.insert(path.clone(), h);
-            }
+    if todo.is_empty() {
+        return Ok((checked, 0));
+    }
+    (opts.notes)(&format!(
+        "downloading {} file(s) of {}@{}",
+        todo.len(),
+        opts.src,
+        plan.short()
+    ));
+    let stats = src
+        .download_many(&opts.src, &plan.commit, &todo, opts.progress.clone())
+        .await?;
+    let downloaded = stats.iter().map(|s| s.bytes_on_wire).sum();
+    for ((path, _, _), s) in todo.iter().zip(stats) {
+        if let Some(h) = s.hashes {
+            checked.insert(path.clone(), h);
         }
     }
+    Ok((checked, downloaded))
+}
 
-    // Hashes of every source file (LFS sha256 from the Hub for LFS files):
-    // those the download or the kept-file check just took, else the file's.
-    // (What is compressed is proven below against these, by decoding.)
-    let mut src_hashes = Vec::new();
-    for f in &files {
+/// The hashes of `f` left at `local` by an earlier run, if it is the Hub's
+/// bytes. One that is not (a flipped byte, another version) is removed, to
+/// be downloaded again rather than failing every later run.
+async fn kept_source(
+    opts: &MirrorOptions,
+    plan: &Plan,
+    f: &RepoFile,
+    local: &Path,
+    expect: &Expect,
+) -> Result<Option<FileHashes>> {
+    if !std::fs::metadata(local).is_ok_and(|m| m.is_file() && m.len() == f.size) {
+        return Ok(None);
+    }
+    let (l2, git) = (local.to_path_buf(), expect.git_oid.is_some());
+    let h = blocking(move || hash_file(&l2, git)).await?;
+    if expect.matches(&h) {
+        return Ok(Some(h));
+    }
+    (opts.notes)(&format!(
+        "{} in the work folder is not {}@{}: downloading it again",
+        local.display(),
+        f.path,
+        plan.short()
+    ));
+    let _ = std::fs::remove_file(local);
+    Ok(None)
+}
+
+/// Hashes of every source file (LFS sha256 from the Hub for LFS files):
+/// those the download or the kept-file check took (`checked`), else the
+/// file's. (What is compressed is proven against these, by decoding.)
+async fn source_hashes(
+    opts: &MirrorOptions,
+    plan: &Plan,
+    work: &Work,
+    mut checked: HashMap<String, FileHashes>,
+) -> Result<Vec<FileHashes>> {
+    let mut out = Vec::new();
+    for f in &plan.files {
         let h = match checked.remove(&f.path) {
             Some(h) => h,
             None => {
-                let (local, git) = (src_dir.join(&f.path), f.lfs_sha256.is_none());
+                let (local, git) = (work.src.join(&f.path), f.lfs_sha256.is_none());
                 blocking(move || hash_file(&local, git)).await?
             }
         };
@@ -291,7 +427,7 @@ pub async fn mirror(
             None
         };
         if let Some((what, expected, actual)) = differs {
-            let _ = std::fs::remove_file(src_dir.join(&f.path));
+            let _ = std::fs::remove_file(work.src.join(&f.path));
             return Err(HubError::Integrity {
                 repo: opts.src.clone(),
                 file: f.path.clone(),
@@ -300,27 +436,35 @@ pub async fn mirror(
                 actual,
             });
         }
-        src_hashes.push(h);
+        out.push(h);
     }
+    Ok(out)
+}
 
-    // The prior.
-    let shards: Vec<PathBuf> = files
+/// The prior the shards are compressed with: its JSON as uploaded, and
+/// the prior itself (none when there is no shard and none was given).
+struct PriorText {
+    json: Option<String>,
+    prior: Option<Arc<brevis_core::Prior>>,
+}
+
+/// `opts.prior`, else one learned from the source's shards.
+async fn prior(opts: &MirrorOptions, plan: &Plan, work: &Work) -> Result<PriorText> {
+    let shards: Vec<PathBuf> = plan
+        .files
         .iter()
         .filter(|f| is_safetensors(&f.path))
-        .map(|f| src_dir.join(&f.path))
+        .map(|f| work.src.join(&f.path))
         .collect();
-    let out_dir = work.join("out");
-    std::fs::create_dir_all(&out_dir).map_err(|e| HubError::io(&out_dir, e))?;
-    let prior_json = if let Some(p) = &opts.prior {
+    let json = if let Some(p) = &opts.prior {
         let text = std::fs::read_to_string(p).map_err(|e| HubError::io(p, e))?;
         brevis_core::Prior::from_json(&text)
             .map_err(|e| codec_err_d(&p.display().to_string(), e))?;
         Some(text)
     } else if !shards.is_empty() {
-        note(&format!("learning a prior from {} shard(s)", shards.len()));
-        let shards2 = shards.clone();
+        (opts.notes)(&format!("learning a prior from {} shard(s)", shards.len()));
         let prior = blocking(move || {
-            let refs: Vec<&Path> = shards2.iter().map(PathBuf::as_path).collect();
+            let refs: Vec<&Path> = shards.iter().map(PathBuf::as_path).collect();
             brevis_core::Prior::learn(&refs, &brevis_core::LearnOptions::default())
                 .map_err(|e| codec_err_e("prior", e))
         })
@@ -329,144 +473,55 @@ pub async fn mirror(
     } else {
         None
     };
-    let prior = match &prior_json {
+    let prior = match &json {
         Some(t) => Some(Arc::new(
             brevis_core::Prior::from_json(t).map_err(|e| codec_err_d(PRIOR_NAME, e))?,
         )),
         None => None,
     };
+    Ok(PriorText { json, prior })
+}
 
-    // Compress, then prove every archive decodes to the Hub's SHA-256.
-    // Each proven archive's LFS object is sent while the next file is
-    // compressed (the commit's LFS batch then finds it present).
-    let mut uploads: Vec<UploadFile> = Vec::new();
-    // At most the client's concurrency (`--jobs`) of them at once.
+/// What [`compress_and_prove`] made: the manifest entries, the files to
+/// upload, and the LFS objects already sent.
+struct Built {
+    files: Vec<FileEntry>,
+    uploads: Vec<UploadFile>,
+    sent: Sent,
+}
+
+/// Compress, then prove every archive decodes to the Hub's SHA-256. Each
+/// proven archive's LFS object is sent while the next file is compressed
+/// (the commit's LFS batch then finds it present), at most the client's
+/// concurrency (`--jobs`) of them at once.
+async fn compress_and_prove(
+    dst: &HubClient,
+    opts: &MirrorOptions,
+    plan: &Plan,
+    work: &Work,
+    hashes: &[FileHashes],
+    prior: &Option<Arc<brevis_core::Prior>>,
+) -> Result<Built> {
+    let mut built = Built {
+        files: Vec::new(),
+        uploads: Vec::new(),
+        sent: Sent::default(),
+    };
     let mut sending: tokio::task::JoinSet<Result<Sent>> = tokio::task::JoinSet::new();
     let slots = Arc::new(tokio::sync::Semaphore::new(dst.concurrency()));
-    let mut sent_early = Sent::default();
     let compressed: Result<()> = async {
-        for ((f, (archive, enc)), h) in files.iter().zip(&names).zip(&src_hashes) {
-            let local = src_dir.join(&f.path);
-            let sha_hex = h.sha256_hex();
-            let stored = match enc {
-                Encoding::Identity => local.clone(),
-                Encoding::Brv => {
-                    let out = out_dir.join(archive);
-                    if let Some(parent) = out.parent() {
-                        std::fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
-                    }
-                    // An archive left by an earlier run is reused only if it
-                    // proves itself below; one that does not is rebuilt.
-                    let mut reuse = brevis_core::read_info(&out)
-                        .ok()
-                        .is_some_and(|i| i.sha256 == h.sha256 && i.original_len == h.size);
-                    loop {
-                        if !reuse {
-                            note(&format!("compressing {}", f.path));
-                            // Proven below, against the Hub's SHA-256.
-                            let mut co = brevis_core::CompressOptions::default()
-                                .verify(false)
-                                .threads(opts.threads)
-                                .prior(prior.clone())
-                                .progress(opts.progress.clone());
-                            if let Some(b) = opts.budget {
-                                co = co.budget(b);
-                            }
-                            let (l, o, p) = (local.clone(), out.clone(), f.path.clone());
-                            blocking(move || {
-                                brevis_core::compress_file(&l, &o, true, &co)
-                                    .map_err(|e| codec_err_e(&p, e))
-                            })
-                            .await?;
-                        }
-                        let (o, p, threads) = (out.clone(), f.path.clone(), opts.threads);
-                        // The decoder hashes what it writes (and checks it
-                        // against the archive's own SHA-256): its digest is
-                        // the proof.
-                        let proof = blocking(move || {
-                            let r = brevis_core::decompress_to(
-                                &o,
-                                &mut std::io::sink(),
-                                &brevis_core::DecompressOptions::default().threads(threads),
-                            )
-                            .map_err(|e| codec_err_d(&p, e))?;
-                            Ok((r.sha256, r.original_len))
-                        })
-                        .await;
-                        let failure = match proof {
-                            Ok((digest, len)) if hex::encode(digest) == sha_hex && len == f.size => {
-                                break;
-                            }
-                            Ok((digest, len)) => HubError::Integrity {
-                                repo: opts.src.clone(),
-                                file: archive.clone(),
-                                what: if len != f.size { "size" } else { "SHA-256" },
-                                expected: sha_hex.clone(),
-                                actual: hex::encode(digest),
-                            },
-                            Err(e) => e,
-                        };
-                        let _ = std::fs::remove_file(&out);
-                        if !reuse {
-                            return Err(failure);
-                        }
-                        note(&format!(
-                            "{} in the work folder does not decode to {} ({failure}): rebuilding it",
-                            out.display(),
-                            f.path
-                        ));
-                        reuse = false;
-                    }
-                    out
-                }
-            };
-            // A file of 10 MiB or more goes by LFS on the Hub (and on `serve`):
-            // its SHA-256 is its identity there, and its blob id (a second pass
-            // of SHA-1) is never asked for.
-            let s2 = stored.clone();
-            let regular = std::fs::metadata(&stored)
-                .map_err(|e| HubError::io(&stored, e))?
-                .len()
-                < crate::server::store::LFS_SIZE_THRESHOLD;
-            let sh = blocking(move || hash_file(&s2, regular)).await?;
-            // A file uploaded as it is must still be the bytes checked against
-            // the Hub above (an archive was proven by decoding): a file changed
-            // in the work folder since (or two source paths that one
-            // case-insensitive file system holds as one) is refused, not
-            // published under the source's SHA-256.
-            if *enc == Encoding::Identity && (sh.size != h.size || sh.sha256 != h.sha256) {
-                let _ = std::fs::remove_file(&stored);
-                return Err(HubError::Integrity {
-                    repo: opts.src.clone(),
-                    file: f.path.clone(),
-                    what: "SHA-256",
-                    expected: sha_hex,
-                    actual: sh.sha256_hex(),
-                });
-            }
-            report.files.push(FileEntry {
-                path: f.path.clone(),
-                size: f.size,
-                sha256: sha_hex,
-                git_oid: f.oid.clone(),
-                lfs: f.lfs_sha256.is_some(),
-                encoding: *enc,
-                archive: archive.clone(),
-                archive_size: sh.size,
-            });
-            uploads.push(UploadFile {
-                path_in_repo: archive.clone(),
-                local: stored,
-                hashes: sh,
-            });
+        for ((f, (archive, enc)), h) in plan.files.iter().zip(&plan.names).zip(hashes) {
+            let (entry, upload) = store(opts, prior, work, f, archive, *enc, h).await?;
+            built.files.push(entry);
             if *enc == Encoding::Brv {
-                let file = uploads.last().expect("just pushed").clone();
                 let slot = slots.clone();
-                sending.spawn(send_object(dst.clone(), dest.clone(), file, slot));
+                let (to, file) = (plan.dest.clone(), upload.clone());
+                sending.spawn(send_object(dst.clone(), to, file, slot));
             }
+            built.uploads.push(upload);
             // A send that failed fails the mirror now, not after the last file.
             while let Some(r) = sending.try_join_next() {
-                sent_early.add(r)?;
+                built.sent.add(r)?;
             }
         }
         Ok(())
@@ -476,14 +531,27 @@ pub async fn mirror(
     // client's timeouts and retries): a re-run finds what they sent.
     let mut failed = compressed.err();
     while let Some(r) = sending.join_next().await {
-        if let Err(e) = sent_early.add(r) {
+        if let Err(e) = built.sent.add(r) {
             failed.get_or_insert(e);
         }
     }
-    if let Some(e) = failed {
-        return Err(e);
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(built),
     }
+}
 
+/// The mirror's own files (manifest, prior, model card), written into the
+/// work folder, as uploads; and the mirror's size (stored files, manifest
+/// and prior).
+fn own_files(
+    src: &HubClient,
+    opts: &MirrorOptions,
+    plan: &Plan,
+    files: &[FileEntry],
+    prior: &PriorText,
+    work: &Work,
+) -> Result<(Vec<UploadFile>, u64)> {
     let manifest = Manifest {
         manifest_version: 1,
         tool: concat!("brevis-hub ", env!("CARGO_PKG_VERSION")).into(),
@@ -491,23 +559,24 @@ pub async fn mirror(
         source: Source {
             repo: opts.src.clone(),
             revision: opts.revision.clone(),
-            commit: commit.clone(),
+            commit: plan.commit.clone(),
         },
-        files: report.files.clone(),
+        files: files.to_vec(),
     };
     let mut extra: Vec<(String, Vec<u8>)> =
         vec![(MANIFEST_NAME.into(), manifest.to_json().into_bytes())];
-    if let Some(p) = &prior_json {
+    if let Some(p) = &prior.json {
         extra.push((PRIOR_NAME.into(), p.clone().into_bytes()));
     }
-    report.mirror_bytes =
+    let mirror_bytes =
         manifest.stored_bytes() + extra.iter().map(|(_, d)| d.len() as u64).sum::<u64>();
     extra.push((
         "README.md".into(),
-        model_card(&manifest, &dest, src.endpoint(), report.mirror_bytes).into_bytes(),
+        model_card(&manifest, &plan.dest, src.endpoint(), mirror_bytes).into_bytes(),
     ));
+    let mut uploads = Vec::new();
     for (name, data) in &extra {
-        let p = out_dir.join(name);
+        let p = work.out.join(name);
         write_atomic(&p, data)?;
         uploads.push(UploadFile {
             path_in_repo: name.clone(),
@@ -515,9 +584,22 @@ pub async fn mirror(
             hashes: crate::hashing::hash_bytes(data),
         });
     }
+    Ok((uploads, mirror_bytes))
+}
 
-    // Upload what differs.
-    let tree = dst.list_files(&dest, "main").await?;
+/// Upload what differs from the destination's `main` (and delete what the
+/// mirror no longer holds) in one commit, and count it in `report` with
+/// what was `sent` early.
+async fn upload(
+    dst: &HubClient,
+    opts: &MirrorOptions,
+    plan: &Plan,
+    uploads: &[UploadFile],
+    sent: &Sent,
+    report: &mut MirrorReport,
+) -> Result<()> {
+    let dest = &plan.dest;
+    let tree = dst.list_files(dest, "main").await?;
     let remote: HashMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
     let planned: std::collections::HashSet<&str> =
         uploads.iter().map(|u| u.path_in_repo.as_str()).collect();
@@ -532,40 +614,37 @@ pub async fn mirror(
             .is_some_and(|r| same_content(r, &u.hashes))
     });
     if unchanged && deleted.is_empty() {
-        note(&format!(
+        (opts.notes)(&format!(
             "{dest} already holds this mirror: nothing to upload"
         ));
         report.up_to_date = true;
-        report.uploaded_bytes = sent_early.bytes;
-        report.lfs_objects_sent = sent_early.objects;
-    } else {
-        note(&format!("uploading to {dest}"));
-        let summary = format!("Brevis mirror of {}@{}", opts.src, &commit[..12]);
-        let st = dst
-            .upload_files(
-                &dest,
-                "main",
-                &summary,
-                &uploads,
-                &deleted,
-                opts.progress.clone(),
-            )
-            .await?;
-        // The objects sent early are present to the commit's batch, for
-        // every file that holds one (two files may hold the same bytes).
-        let early = uploads
-            .iter()
-            .filter(|u| sent_early.oids.contains(&u.hashes.sha256_hex()))
-            .count();
-        report.uploaded_bytes = sent_early.bytes + st.lfs_bytes_sent + st.inline_bytes_sent;
-        report.lfs_objects_sent = sent_early.objects + st.lfs_objects_sent;
-        report.lfs_objects_present = st.lfs_objects_present.saturating_sub(early);
-        report.dest_commit = st.commit.map(|c| c.oid);
+        report.uploaded_bytes = sent.bytes;
+        report.lfs_objects_sent = sent.objects;
+        return Ok(());
     }
-    if !opts.keep_work {
-        let _ = std::fs::remove_dir_all(&work);
-    }
-    Ok(report)
+    (opts.notes)(&format!("uploading to {dest}"));
+    let summary = format!("Brevis mirror of {}@{}", opts.src, plan.short());
+    let st = dst
+        .upload_files(
+            dest,
+            "main",
+            &summary,
+            uploads,
+            &deleted,
+            opts.progress.clone(),
+        )
+        .await?;
+    // The objects sent early are present to the commit's batch, for
+    // every file that holds one (two files may hold the same bytes).
+    let early = uploads
+        .iter()
+        .filter(|u| sent.oids.contains(&u.hashes.sha256_hex()))
+        .count();
+    report.uploaded_bytes = sent.bytes + st.lfs_bytes_sent + st.inline_bytes_sent;
+    report.lfs_objects_sent = sent.objects + st.lfs_objects_sent;
+    report.lfs_objects_present = st.lfs_objects_present.saturating_sub(early);
+    report.dest_commit = st.commit.map(|c| c.oid);
+    Ok(())
 }
 
 /// What `mirror` sent while it compressed.

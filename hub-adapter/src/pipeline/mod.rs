@@ -6,6 +6,7 @@
 
 use crate::error::{HubError, Result};
 
+mod archive;
 mod download;
 mod mirror;
 mod options;

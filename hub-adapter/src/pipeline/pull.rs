@@ -1,7 +1,7 @@
 //! The pull pipeline: mirror to originals in the HF cache or a folder.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use brevis_core::ProgressSink;
@@ -10,7 +10,7 @@ use crate::cache::RepoCache;
 use crate::client::{Expect, HubClient, RepoFile};
 use crate::error::{HubError, Result};
 use crate::hashing::hash_file;
-use crate::manifest::{FileEntry, MANIFEST_NAME};
+use crate::manifest::{FileEntry, MANIFEST_NAME, Manifest};
 use crate::paths::{
     check_globs, check_repo_id, check_repo_path, check_revision, is_commit_id, selected,
 };
@@ -30,18 +30,11 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
     check_repo_id(&opts.repo)?;
     check_revision(&opts.revision)?;
     check_globs(&opts.include, &opts.exclude)?;
-    let note = &opts.notes;
     let info = client.repo_info(&opts.repo, &opts.revision).await?;
     let work_name = format!("pull-{}-{}", safe_name(&opts.repo), &info.sha[..12]);
-    let _lock = lock_work(&opts.work_dir, &work_name, note).await?;
+    let _lock = lock_work(&opts.work_dir, &work_name, &opts.notes).await?;
     let work = opts.work_dir.join(&work_name);
     std::fs::create_dir_all(&work).map_err(|e| HubError::io(&work, e))?;
-    // A refusal leaves no work folder behind (a failed download keeps it,
-    // to be resumed).
-    let refuse = |e: HubError| -> Result<PullReport> {
-        let _ = std::fs::remove_dir_all(&work);
-        Err(e)
-    };
     let m = fetch_manifest(client, &opts.repo, &info.sha, &work)
         .await?
         .ok_or_else(|| HubError::Manifest {
@@ -49,7 +42,6 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
             reason: format!("no {MANIFEST_NAME}: not a Brevis mirror"),
         })?;
     let tree = client.list_files(&opts.repo, &info.sha).await?;
-    let remote: HashMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
     let chosen: Vec<&FileEntry> = m
         .files
         .iter()
@@ -58,49 +50,19 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
     // Filters that match nothing are a mistake: restoring nothing and still
     // writing the ref would look like a successful pull.
     if chosen.is_empty() {
-        return refuse(nothing_selected(&opts.repo, &opts.include, &opts.exclude));
+        return refuse(
+            &work,
+            nothing_selected(&opts.repo, &opts.include, &opts.exclude),
+        );
     }
     let cache = RepoCache::new(&opts.cache_dir, &m.source.repo)?;
-    let final_path = |f: &FileEntry| -> Result<PathBuf> {
-        match &opts.local_dir {
-            Some(d) => Ok(d.join(check_repo_path(&f.path)?)),
-            None => cache.blob_path(f.etag()),
-        }
+    let place = Place {
+        local_dir: opts.local_dir.as_deref(),
+        cache: &cache,
     };
     // The manifest against the source itself, before anything is written.
     let source = opts.source.as_ref().unwrap_or(client);
-    let checked = match check_source(source, &m, &chosen, &opts.repo).await {
-        Ok(c) => c,
-        Err(e) => return refuse(e),
-    };
-    if let Some(reason) = checked.refusal(&m) {
-        return refuse(HubError::Manifest {
-            repo: opts.repo.clone(),
-            reason: format!("{reason}, and nothing was written"),
-        });
-    }
-    let source_checked = match &checked {
-        SourceCheck::Unread(why) if opts.local_dir.is_none() && !opts.trust_mirror => {
-            return refuse(HubError::SourceUnchecked {
-                mirror: opts.repo.clone(),
-                endpoint: source.endpoint().to_owned(),
-                source_repo: m.source.repo.clone(),
-                commit: m.source.commit[..12].to_owned(),
-                why: why.clone(),
-            });
-        }
-        SourceCheck::Unread(why) => {
-            note(&format!(
-                "{}@{} cannot be read here ({why}): {}'s files are checked against its \
-                 manifest only",
-                m.source.repo,
-                &m.source.commit[..12],
-                opts.repo
-            ));
-            false
-        }
-        _ => true,
-    };
+    let source_checked = check_against_source(source, opts, &m, &chosen, &work).await?;
     let mut report = PullReport {
         mirror_repo: opts.repo.clone(),
         mirror_commit: info.sha.clone(),
@@ -116,48 +78,160 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
         },
         source_checked,
     };
-
-    // A commit's files never change: a snapshot already in the cache that
-    // names another blob for a file, or holds it as a regular file (a copy,
-    // as `huggingface_hub` makes where there are no symlinks) with other
-    // bytes, means this mirror (or the cache) is wrong, and its bytes must
-    // not replace the cached ones. A regular file with the manifest's bytes
-    // is already in place: it is kept as it is.
-    let mut kept = std::collections::HashSet::new();
+    let kept = match opts.local_dir {
+        Some(_) => HashSet::new(),
+        None => cached_snapshot(opts, &cache, &m, &chosen, &work).await?,
+    };
+    let (reused, need) = in_place(opts, &chosen, &kept, &place).await?;
+    report.reused = reused;
+    let dl = plan_downloads(opts, &need, &tree, &work).await?;
+    report.downloaded_bytes =
+        download_and_restore(client, opts, &info.sha, &need, &dl, &place, &work).await?;
     if opts.local_dir.is_none() {
-        for f in &chosen {
-            let p = cache.snapshot_path(&m.source.commit, &f.path)?;
-            let Ok(meta) = std::fs::symlink_metadata(&p) else {
-                continue;
-            };
-            let clash = if meta.file_type().is_symlink() {
-                std::fs::read_link(&p)
-                    .ok()
-                    .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
-                    .filter(|blob| !blob.eq_ignore_ascii_case(f.etag()))
-                    .map(|blob| (format!("as blob {blob}"), format!("as blob {}", f.etag())))
-            } else if !meta.is_file() {
+        for f in chosen.iter().filter(|f| !kept.contains(f.path.as_str())) {
+            clean_stale_temps(&cache.snapshot_path(&m.source.commit, &f.path)?);
+            cache.link(&m.source.commit, &f.path, f.etag())?;
+        }
+        // (Refs follow branches, as `huggingface_hub` writes them: a pull of
+        // the mirror at a commit id moves no ref.)
+        if !is_commit_id(&opts.revision) {
+            set_ref(source, opts, &cache, &m, source_checked).await?;
+        }
+    }
+    (opts.notes)(&format!(
+        "restored {} file(s) of {}@{} into {}",
+        report.files,
+        m.source.repo,
+        &m.source.commit[..12],
+        report.path.display()
+    ));
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(report)
+}
+
+/// A refusal: it leaves no work folder behind (a failed download keeps
+/// it, to be resumed).
+fn refuse<T>(work: &Path, e: HubError) -> Result<T> {
+    let _ = std::fs::remove_dir_all(work);
+    Err(e)
+}
+
+/// Where restored files go: a plain folder, else the HF cache's blobs.
+struct Place<'a> {
+    local_dir: Option<&'a Path>,
+    cache: &'a RepoCache,
+}
+
+impl Place<'_> {
+    fn path(&self, f: &FileEntry) -> Result<PathBuf> {
+        match self.local_dir {
+            Some(d) => Ok(d.join(check_repo_path(&f.path)?)),
+            None => self.cache.blob_path(f.etag()),
+        }
+    }
+}
+
+/// Check the manifest's claims on `chosen` against the source repo on the
+/// endpoint `source`; whether it was read there. A mirror that does not
+/// restore its source's commit is refused, and so is an unread source
+/// unless the pull writes a plain folder or trusts the mirror.
+async fn check_against_source(
+    source: &HubClient,
+    opts: &PullOptions,
+    m: &Manifest,
+    chosen: &[&FileEntry],
+    work: &Path,
+) -> Result<bool> {
+    let checked = match check_source(source, m, chosen, &opts.repo).await {
+        Ok(c) => c,
+        Err(e) => return refuse(work, e),
+    };
+    if let Some(reason) = checked.refusal(m) {
+        return refuse(
+            work,
+            HubError::Manifest {
+                repo: opts.repo.clone(),
+                reason: format!("{reason}, and nothing was written"),
+            },
+        );
+    }
+    match &checked {
+        SourceCheck::Unread(why) if opts.local_dir.is_none() && !opts.trust_mirror => refuse(
+            work,
+            HubError::SourceUnchecked {
+                mirror: opts.repo.clone(),
+                endpoint: source.endpoint().to_owned(),
+                source_repo: m.source.repo.clone(),
+                commit: m.source.commit[..12].to_owned(),
+                why: why.clone(),
+            },
+        ),
+        SourceCheck::Unread(why) => {
+            (opts.notes)(&format!(
+                "{}@{} cannot be read here ({why}): {}'s files are checked against its \
+                 manifest only",
+                m.source.repo,
+                &m.source.commit[..12],
+                opts.repo
+            ));
+            Ok(false)
+        }
+        _ => Ok(true),
+    }
+}
+
+/// The chosen files the HF cache's snapshot of the source commit already
+/// holds as regular files with the manifest's bytes (kept as they are).
+///
+/// A commit's files never change: a snapshot already in the cache that
+/// names another blob for a file, or holds it as a regular file (a copy,
+/// as `huggingface_hub` makes where there are no symlinks) with other
+/// bytes, means this mirror (or the cache) is wrong, and its bytes must
+/// not replace the cached ones: refused.
+async fn cached_snapshot<'a>(
+    opts: &PullOptions,
+    cache: &RepoCache,
+    m: &Manifest,
+    chosen: &[&'a FileEntry],
+    work: &Path,
+) -> Result<HashSet<&'a str>> {
+    let mut kept = HashSet::new();
+    for f in chosen {
+        let p = cache.snapshot_path(&m.source.commit, &f.path)?;
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        let clash = if meta.file_type().is_symlink() {
+            std::fs::read_link(&p)
+                .ok()
+                .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .filter(|blob| !blob.eq_ignore_ascii_case(f.etag()))
+                .map(|blob| (format!("as blob {blob}"), format!("as blob {}", f.etag())))
+        } else if !meta.is_file() {
+            None
+        } else if meta.len() != f.size {
+            Some((
+                format!("as a regular file of {} bytes", meta.len()),
+                format!("with {} bytes", f.size),
+            ))
+        } else {
+            let p2 = p.clone();
+            let sha = blocking(move || hash_file(&p2, false)).await?.sha256_hex();
+            if sha.eq_ignore_ascii_case(&f.sha256) {
+                kept.insert(f.path.as_str());
                 None
-            } else if meta.len() != f.size {
-                Some((
-                    format!("as a regular file of {} bytes", meta.len()),
-                    format!("with {} bytes", f.size),
-                ))
             } else {
-                let p2 = p.clone();
-                let sha = blocking(move || hash_file(&p2, false)).await?.sha256_hex();
-                if sha.eq_ignore_ascii_case(&f.sha256) {
-                    kept.insert(f.path.as_str());
-                    None
-                } else {
-                    Some((
-                        format!("as a regular file with SHA-256 {sha}"),
-                        format!("with SHA-256 {}", f.sha256),
-                    ))
-                }
-            };
-            if let Some((held, restored)) = clash {
-                return refuse(HubError::Manifest {
+                Some((
+                    format!("as a regular file with SHA-256 {sha}"),
+                    format!("with SHA-256 {}", f.sha256),
+                ))
+            }
+        };
+        if let Some((held, restored)) = clash {
+            let snapshot = cache.root().join("snapshots").join(&m.source.commit);
+            return refuse(
+                work,
+                HubError::Manifest {
                     repo: opts.repo.clone(),
                     reason: format!(
                         "the HF cache already holds {}@{} with {} {held} ({}), but this mirror \
@@ -167,25 +241,30 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
                         m.source.commit,
                         f.path,
                         p.display(),
-                        cache
-                            .root()
-                            .join("snapshots")
-                            .join(&m.source.commit)
-                            .display()
+                        snapshot.display()
                     ),
-                });
-            }
+                },
+            );
         }
     }
+    Ok(kept)
+}
 
-    // What is already in place (and verified)?
-    let mut need = Vec::new();
-    for f in &chosen {
+/// How many chosen files are already in place (kept in the snapshot, or
+/// at their place with the manifest's identity), and those that are not.
+async fn in_place<'a>(
+    opts: &PullOptions,
+    chosen: &[&'a FileEntry],
+    kept: &HashSet<&str>,
+    place: &Place<'_>,
+) -> Result<(usize, Vec<&'a FileEntry>)> {
+    let (mut reused, mut need) = (0, Vec::new());
+    for f in chosen {
         if kept.contains(f.path.as_str()) {
-            report.reused += 1;
+            reused += 1;
             continue;
         }
-        let p = final_path(f)?;
+        let p = place.path(f)?;
         let ok = if std::fs::metadata(&p).is_ok_and(|x| x.is_file() && x.len() == f.size) {
             let (p2, git) = (p.clone(), !f.lfs);
             let h = blocking(move || hash_file(&p2, git)).await?;
@@ -194,14 +273,27 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
             false
         };
         if ok {
-            report.reused += 1;
+            reused += 1;
         } else {
             need.push(*f);
         }
     }
+    Ok((reused, need))
+}
+
+/// The stored files to download for `need`, each once, into the work
+/// folder's `dl/`: all but those a complete download of an interrupted run
+/// left there with the Hub's identity.
+async fn plan_downloads(
+    opts: &PullOptions,
+    need: &[&FileEntry],
+    tree: &[RepoFile],
+    work: &Path,
+) -> Result<Vec<(String, PathBuf, Expect)>> {
+    let remote: HashMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
     let mut dl = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for f in &need {
+    let mut seen = HashSet::new();
+    for f in need {
         if !seen.insert(f.archive.as_str()) {
             continue;
         }
@@ -233,25 +325,38 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
         }
         dl.push((f.archive.clone(), local, expect));
     }
+    Ok(dl)
+}
+
+/// Download `dl` and restore every file of `need` to its place; the bytes
+/// downloaded. Each stored file's restores start as soon as it is here
+/// (those left complete by an earlier run at once), one at a time, while
+/// the others download: a sharded mirror decodes shard k while k + 1
+/// arrives. The download has the progress bar while it runs.
+async fn download_and_restore(
+    client: &HubClient,
+    opts: &PullOptions,
+    sha: &str,
+    need: &[&FileEntry],
+    dl: &[(String, PathBuf, Expect)],
+    place: &Place<'_>,
+    work: &Path,
+) -> Result<u64> {
     if !dl.is_empty() {
-        note(&format!(
+        (opts.notes)(&format!(
             "downloading {} file(s) of {}",
             dl.len(),
             opts.repo
         ));
     }
-    // Each stored file's restores start as soon as it is here (those left
-    // complete by an earlier run at once), one at a time, while the others
-    // download: a sharded mirror decodes shard k while k + 1 arrives. The
-    // download has the progress bar while it runs.
-    let (files_of, ready) = by_stored_file(&need, &dl);
+    let (files_of, ready) = by_stored_file(need, dl);
     let restore_files = |archive: &str, progress: Arc<dyn ProgressSink>| {
         let jobs = files_of[archive]
             .iter()
             .map(|&i| {
                 let f = need[i];
                 let stored = work.join("dl").join(&f.archive);
-                Ok((stored, final_path(f)?, (*f).clone()))
+                Ok((stored, place.path(f)?, (*f).clone()))
             })
             .collect::<Result<Vec<_>>>();
         let (threads, repo) = (opts.threads, opts.repo.clone());
@@ -266,76 +371,70 @@ pub async fn pull(client: &HubClient, opts: &PullOptions) -> Result<PullReport> 
             Ok(())
         })
     };
-    let downloaded = &mut report.downloaded_bytes;
+    let mut downloaded = 0;
     download_and_run(
         client,
         &opts.repo,
-        &info.sha,
-        &dl,
+        sha,
+        dl,
         ready,
         &opts.progress,
         |_, r| {
-            *downloaded += r?.bytes_on_wire;
+            downloaded += r?.bytes_on_wire;
             Ok(())
         },
         restore_files,
     )
     .await?;
-    if opts.local_dir.is_none() {
-        for f in chosen.iter().filter(|f| !kept.contains(f.path.as_str())) {
-            clean_stale_temps(&cache.snapshot_path(&m.source.commit, &f.path)?);
-            cache.link(&m.source.commit, &f.path, f.etag())?;
+    Ok(downloaded)
+}
+
+/// Set the cache's ref of the source's revision to the restored commit.
+///
+/// A ref names what the source's revision is now: it is set (or moved)
+/// only where the endpoint says the source's revision is at this commit,
+/// and one the cache has is moved to another commit only by a source that
+/// was checked. An older mirror, or a source that cannot be read here,
+/// leaves it alone: the restored commit loads by its id.
+async fn set_ref(
+    source: &HubClient,
+    opts: &PullOptions,
+    cache: &RepoCache,
+    m: &Manifest,
+    source_checked: bool,
+) -> Result<()> {
+    let now = source
+        .repo_info(&m.source.repo, &m.source.revision)
+        .await
+        .map(|i| i.sha);
+    let held = cache.get_ref(&m.source.revision)?;
+    let moves = held.as_deref().is_some_and(|h| h != m.source.commit);
+    let note = &opts.notes;
+    match now {
+        Ok(sha) if sha == m.source.commit && (source_checked || !moves) => {
+            cache.set_ref(&m.source.revision, &m.source.commit)?;
         }
-        // A ref names what the source's revision is now: it is set (or
-        // moved) only where the endpoint says the source's revision is at
-        // this commit, and one the cache has is moved to another commit
-        // only by a source that was checked. An older mirror, or a source
-        // that cannot be read here, leaves it alone: the restored commit
-        // loads by its id. (Refs follow branches, as `huggingface_hub`
-        // writes them: a pull of the mirror at a commit id moves no ref.)
-        if !is_commit_id(&opts.revision) {
-            let now = source
-                .repo_info(&m.source.repo, &m.source.revision)
-                .await
-                .map(|i| i.sha);
-            let held = cache.get_ref(&m.source.revision)?;
-            let moves = held.as_deref().is_some_and(|h| h != m.source.commit);
-            match now {
-                Ok(sha) if sha == m.source.commit && (source_checked || !moves) => {
-                    cache.set_ref(&m.source.revision, &m.source.commit)?;
-                }
-                Ok(sha) if sha == m.source.commit => note(&format!(
-                    "refs/{} of {} stays at {}: the source could not be checked, so this pull \
-                     does not move it to {} (load that commit by its id)",
-                    m.source.revision,
-                    m.source.repo,
-                    held.as_deref().unwrap_or_default(),
-                    m.source.commit
-                )),
-                other => note(&format!(
-                    "refs/{} of {} is not set to {}: {} (load that commit by its id)",
-                    m.source.revision,
-                    m.source.repo,
-                    &m.source.commit[..12],
-                    match other {
-                        Ok(sha) =>
-                            format!("the source's {} is at {}", m.source.revision, &sha[..12]),
-                        Err(e) => format!(
-                            "the source's {} cannot be read here ({e})",
-                            m.source.revision
-                        ),
-                    }
-                )),
+        Ok(sha) if sha == m.source.commit => note(&format!(
+            "refs/{} of {} stays at {}: the source could not be checked, so this pull \
+             does not move it to {} (load that commit by its id)",
+            m.source.revision,
+            m.source.repo,
+            held.as_deref().unwrap_or_default(),
+            m.source.commit
+        )),
+        other => note(&format!(
+            "refs/{} of {} is not set to {}: {} (load that commit by its id)",
+            m.source.revision,
+            m.source.repo,
+            &m.source.commit[..12],
+            match other {
+                Ok(sha) => format!("the source's {} is at {}", m.source.revision, &sha[..12]),
+                Err(e) => format!(
+                    "the source's {} cannot be read here ({e})",
+                    m.source.revision
+                ),
             }
-        }
+        )),
     }
-    note(&format!(
-        "restored {} file(s) of {}@{} into {}",
-        report.files,
-        m.source.repo,
-        &m.source.commit[..12],
-        report.path.display()
-    ));
-    let _ = std::fs::remove_dir_all(&work);
-    Ok(report)
+    Ok(())
 }

@@ -1,7 +1,7 @@
 //! The verify pipeline: every stored file of a mirror decodes to its manifest hash.
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use brevis_core::ProgressSink;
@@ -161,11 +161,54 @@ async fn verify_in(
     let checked = check_source(source, &m, &all, repo).await?;
     let tree = client.list_files(repo, sha).await?;
     let remote: BTreeMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
+    let target = Target {
+        client,
+        repo,
+        sha,
+        work,
+    };
+    let (files, bad_download) = check_stored(&target, &m, &remote, threads, &progress).await?;
+    let mut rep = VerifyReport {
+        target: repo.to_string(),
+        source: m.source.clone(),
+        files,
+        ok: false,
+        source_checked: false,
+        source_unread: None,
+    };
+    apply_source_check(&mut rep, checked);
+    for e in &mut rep.files {
+        if let Some((status, d)) = bad_download.get(&e.archive) {
+            e.status = (*status).into();
+            e.detail = Some(d.clone());
+        } else if e.status == "missing" {
+            e.detail = Some(format!("{} is not in {repo}", e.archive));
+        }
+    }
+    rep.ok = rep.files.iter().all(|e| e.status == "ok");
+    Ok(rep)
+}
+
+/// The mirror checked: its repo at a commit, and the work folder its
+/// stored files are downloaded into.
+struct Target<'a> {
+    client: &'a HubClient,
+    repo: &'a str,
+    sha: &'a str,
+    work: &'a Path,
+}
+
+/// The stored files of `m` on the Hub (`remote`), each once: two entries
+/// naming one stored file download it once (two downloads into one path
+/// would trip over each other).
+fn stored_downloads(
+    m: &Manifest,
+    remote: &BTreeMap<&str, &RepoFile>,
+    work: &Path,
+) -> Vec<(String, PathBuf, Expect)> {
     let mut dl = Vec::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = HashSet::new();
     for f in &m.files {
-        // Two entries naming one stored file: download it once (two
-        // downloads into one path would trip over each other).
         if !seen.insert(f.archive.as_str()) {
             continue;
         }
@@ -178,12 +221,26 @@ async fn verify_in(
             dl.push((f.archive.clone(), work.join(&f.archive), expect));
         }
     }
-    // A stored file that is not what the Hub's tree says (its LFS oid or
-    // size) is a finding about that file, not a failure of the whole check.
-    // One that could not be fetched at all is reported on its row too
-    // (status `error`), so every file has a row whatever happened.
-    // Each stored file is checked as soon as it is here, while the others
-    // download.
+    dl
+}
+
+/// Download the stored files of `m` and check each against its entries
+/// as soon as it is here, while the others download: a verdict per entry,
+/// and the stored files whose download failed, with the status and detail
+/// their rows get.
+///
+/// A stored file that is not what the Hub's tree says (its LFS oid or
+/// size) is a finding about that file, not a failure of the whole check.
+/// One that could not be fetched at all is reported on its row too
+/// (status `error`), so every file has a row whatever happened.
+async fn check_stored(
+    t: &Target<'_>,
+    m: &Manifest,
+    remote: &BTreeMap<&str, &RepoFile>,
+    threads: usize,
+    progress: &Arc<dyn ProgressSink>,
+) -> Result<(Vec<VerifyEntry>, HashMap<String, (&'static str, String)>)> {
+    let dl = stored_downloads(m, remote, t.work);
     let mut bad_download: HashMap<String, (&'static str, String)> = HashMap::new();
     let entries: Vec<&FileEntry> = m.files.iter().collect();
     let (files_of, ready) = by_stored_file(&entries, &dl);
@@ -193,8 +250,11 @@ async fn verify_in(
             .iter()
             .map(|&i| (i, entries[i].clone()))
             .collect();
-        let (folder, source, verdicts) =
-            (work.to_path_buf(), m.source.repo.clone(), verdicts.clone());
+        let (folder, source, verdicts) = (
+            t.work.to_path_buf(),
+            m.source.repo.clone(),
+            verdicts.clone(),
+        );
         // A stored file the Hub does not hold is missing, whatever the work
         // folder holds under its name (a manifest may name another file's
         // partial download).
@@ -212,12 +272,12 @@ async fn verify_in(
         })
     };
     download_and_run(
-        client,
-        repo,
-        sha,
+        t.client,
+        t.repo,
+        t.sha,
         &dl,
         ready,
-        &progress,
+        progress,
         |archive, r| {
             match r {
                 Ok(_) => {}
@@ -236,15 +296,12 @@ async fn verify_in(
     let files = std::mem::take(&mut *verdicts.lock().unwrap_or_else(|p| p.into_inner()))
         .into_iter()
         .collect::<Option<Vec<VerifyEntry>>>()
-        .ok_or_else(|| HubError::protocol(repo, "verify", "a stored file was left unchecked"))?;
-    let mut rep = VerifyReport {
-        target: repo.to_string(),
-        source: m.source.clone(),
-        files,
-        ok: false,
-        source_checked: false,
-        source_unread: None,
-    };
+        .ok_or_else(|| HubError::protocol(t.repo, "verify", "a stored file was left unchecked"))?;
+    Ok((files, bad_download))
+}
+
+/// Mark in `rep` what checking the manifest against the source found.
+fn apply_source_check(rep: &mut VerifyReport, checked: SourceCheck) {
     let disagree = match checked {
         SourceCheck::Read(d) => {
             rep.source_checked = true;
@@ -280,14 +337,4 @@ async fn verify_in(
             ));
         }
     }
-    for e in &mut rep.files {
-        if let Some((status, d)) = bad_download.get(&e.archive) {
-            e.status = (*status).into();
-            e.detail = Some(d.clone());
-        } else if e.status == "missing" {
-            e.detail = Some(format!("{} is not in {repo}", e.archive));
-        }
-    }
-    rep.ok = rep.files.iter().all(|e| e.status == "ok");
-    Ok(rep)
 }
