@@ -44,17 +44,21 @@
 // it is large, but it is the value sent, so boxing it buys nothing.
 #![allow(clippy::result_large_err)]
 
+mod auth;
 pub mod body;
 pub mod cdn;
+mod conn;
 mod lfs;
 pub mod limits;
 pub mod ndjson;
 pub mod ratelimit;
 mod read;
+mod resp;
 pub mod route;
 pub mod s3;
 pub mod store;
 pub mod ticket;
+mod view;
 mod write;
 
 use std::collections::HashMap;
@@ -69,8 +73,13 @@ use serde_json::{Value, json};
 
 use crate::error::{HubError, Result};
 use crate::paths::decode;
+
+use auth::{Access, verify_ticket};
+use conn::{ConnCount, Listener, accept_loop, bind};
 pub use limits::Limits;
 pub use ratelimit::RateLimit;
+pub use resp::{DECODED_FROM, STORE_DAMAGED};
+use resp::{Resp, body_error, busy, error, internal, json_resp, repo_not_found, rev_not_found};
 use route::{Route, RouteError};
 pub use store::{FileRec, Store};
 use ticket::{TicketClaim, TicketKey};
@@ -244,7 +253,7 @@ struct State {
     joining: Mutex<std::collections::HashSet<crate::ids::Oid>>,
     /// The files repos serve at a commit, shared by the requests reading
     /// them.
-    views: Mutex<store::Cache<(crate::ids::RepoId, crate::ids::CommitId, bool), read::ViewFiles>>,
+    views: Mutex<store::Cache<(crate::ids::RepoId, crate::ids::CommitId, bool), view::ViewFiles>>,
     /// Strict mode: the CDN listener's address.
     cdn_addr: Option<SocketAddr>,
     /// Strict mode: the S3 listener's address.
@@ -315,57 +324,6 @@ pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_s
 /// How often upload leftovers older than [`limits::STALE_UPLOAD_AGE`] are
 /// looked for while the server runs.
 const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
-
-/// Open connections, in all and per client address.
-#[derive(Default)]
-struct ConnCount {
-    total: usize,
-    by_addr: HashMap<IpAddr, usize>,
-}
-
-/// Gives a connection's place back when it ends.
-struct ConnGuard {
-    count: Arc<Mutex<ConnCount>>,
-    ip: IpAddr,
-}
-
-impl Drop for ConnGuard {
-    fn drop(&mut self) {
-        let mut c = self.count.lock().unwrap_or_else(|p| p.into_inner());
-        c.total = c.total.saturating_sub(1);
-        if let Some(n) = c.by_addr.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                c.by_addr.remove(&self.ip);
-            }
-        }
-    }
-}
-
-/// Answered, without reading anything, on a connection over a cap.
-const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n\
-content-length: 0\r\nconnection: close\r\n\r\n";
-
-/// Which listener a connection came in on.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Listener {
-    /// The Hub's API and `resolve`.
-    Hub,
-    /// Strict mode's CDN.
-    Cdn,
-    /// Strict mode's S3.
-    S3,
-}
-
-async fn bind(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr)> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| HubError::io(PathBuf::from(addr.to_string()), e))?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| HubError::io(PathBuf::from(addr.to_string()), e))?;
-    Ok((listener, bound))
-}
 
 /// Bind `addr` (port 0 picks one) and serve in a tokio task; in strict
 /// mode also bind the CDN and S3 listeners on the same IP (ports picked by
@@ -451,233 +409,6 @@ pub async fn start(opts: ServerOptions, addr: SocketAddr) -> Result<RunningServe
     })
 }
 
-/// The app answering a connection from `ip` on listener `kind`.
-fn app(kind: Listener, st: Arc<State>, ip: IpAddr) -> axum::Router {
-    axum::Router::new().fallback(
-        move |method: Method, uri: Uri, headers: HeaderMap, body: Body| {
-            let st = st.clone();
-            async move {
-                match kind {
-                    Listener::Hub => handle(st, ip, method, uri, headers, body).await,
-                    Listener::Cdn => cdn::handle(st, method, uri, headers).await,
-                    Listener::S3 => s3::handle(st, method, uri, headers, body).await,
-                }
-            }
-        },
-    )
-}
-
-/// Accept connections on `listener` until `stop` changes, then let the
-/// requests in flight finish (a moment at most).
-async fn accept_loop(
-    listener: tokio::net::TcpListener,
-    kind: Listener,
-    st: Arc<State>,
-    count: Arc<Mutex<ConnCount>>,
-    mut stop_rx: tokio::sync::watch::Receiver<bool>,
-) {
-    let header_timeout = st.opts.header_read_timeout;
-    let limits = st.opts.limits.clone();
-    let mut conns = tokio::task::JoinSet::new();
-    // hyper's own loop rather than `axum::serve`, which sets no timer and so
-    // no header-read timeout: a client that opens connections and never
-    // finishes its headers (slowloris) would hold them forever.
-    loop {
-        let (stream, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                // E.g. out of file descriptors: wait, then go on.
-                Err(_) => {
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = stop_rx.changed() => break,
-            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
-        };
-        // IPv6 clients are counted by their /64: one host holds many
-        // addresses of its prefix.
-        let ip = match peer.ip() {
-            IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
-                let o = v6.octets();
-                let mut p = [0u8; 16];
-                p[..8].copy_from_slice(&o[..8]);
-                IpAddr::V6(std::net::Ipv6Addr::from(p))
-            }
-            IpAddr::V6(v6) => IpAddr::V4(
-                v6.to_ipv4_mapped()
-                    .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED),
-            ),
-            v4 => v4,
-        };
-        let admitted = {
-            let mut c = count.lock().unwrap_or_else(|p| p.into_inner());
-            let mine = c.by_addr.get(&ip).copied().unwrap_or(0);
-            let ok = c.total < limits.max_connections && mine < limits.max_connections_per_addr;
-            if ok {
-                c.total += 1;
-                *c.by_addr.entry(ip).or_insert(0) += 1;
-            }
-            ok
-        };
-        if !admitted {
-            // Over a cap: a 503 if the socket takes it at once, and close.
-            let _ = stream.try_write(BUSY);
-            continue;
-        }
-        let guard = ConnGuard {
-            count: count.clone(),
-            ip,
-        };
-        let svc = hyper_util::service::TowerToHyperService::new(app(kind, st.clone(), ip));
-        let mut stop = stop_rx.clone();
-        conns.spawn(async move {
-            let _guard = guard;
-            let mut b = hyper::server::conn::http1::Builder::new();
-            b.timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(header_timeout)
-                .max_buf_size(64 << 10);
-            let conn = b
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                .with_upgrades();
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => return,
-                _ = stop.changed() => {}
-            }
-            // Stopping: an idle connection closes now, a request in
-            // flight is answered first.
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
-        });
-    }
-    drop(st);
-    // Stop: requests in flight get a moment to finish.
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
-        while conns.join_next().await.is_some() {}
-    })
-    .await;
-    conns.abort_all();
-}
-
-type Resp = Response<Body>;
-
-/// `x-error-code` of a 500 for a file whose stored object is missing or of
-/// the wrong size: retrying will not help (clients need not).
-pub const STORE_DAMAGED: &str = "StoreDamaged";
-
-/// Header on a decoded source's answers naming the mirror they come from,
-/// so that a client checking a mirror against its source knows there is
-/// no source here to check against.
-pub const DECODED_FROM: &str = "x-brevis-decoded-from";
-
-fn error(status: StatusCode, code: Option<&str>, msg: &str) -> Resp {
-    let mut r = Response::builder()
-        .status(status)
-        .header("content-type", "application/json");
-    if let Some(c) = code {
-        r = r.header("x-error-code", c);
-    }
-    if let Ok(v) = HeaderValue::from_str(msg) {
-        r = r.header("x-error-message", v);
-    }
-    r.body(Body::from(json!({"error": msg}).to_string()))
-        .unwrap_or_default()
-}
-
-fn json_resp(status: StatusCode, v: &Value) -> Resp {
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Body::from(v.to_string()))
-        .unwrap_or_default()
-}
-
-/// A 500 that tells the client nothing of the server's disk: the cause
-/// goes to the server's standard error.
-fn internal(e: HubError) -> Resp {
-    eprintln!("serve: internal error: {e}");
-    error(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        None,
-        "internal error (the server's log says more)",
-    )
-}
-
-fn repo_not_found() -> Resp {
-    error(
-        StatusCode::NOT_FOUND,
-        Some("RepoNotFound"),
-        "Repository not found",
-    )
-}
-
-fn rev_not_found(rev: &str) -> Resp {
-    error(
-        StatusCode::NOT_FOUND,
-        Some("RevisionNotFound"),
-        &format!("Invalid rev id: {rev}"),
-    )
-}
-
-/// 503 with `Retry-After`: a bounded resource is busy.
-fn busy(what: &str, retry_after_secs: u64) -> Resp {
-    let mut r = error(StatusCode::SERVICE_UNAVAILABLE, None, what);
-    r.headers_mut()
-        .insert("retry-after", HeaderValue::from(retry_after_secs));
-    r
-}
-
-fn body_error(e: &body::BodyError) -> Resp {
-    let mut r = error(e.status(), None, &e.message());
-    // The rest of the body is not read: the connection cannot be reused.
-    r.headers_mut()
-        .insert("connection", HeaderValue::from_static("close"));
-    r
-}
-
-#[derive(PartialEq, PartialOrd, Clone, Copy)]
-enum Access {
-    Anonymous,
-    Read,
-    Write,
-}
-
-impl State {
-    fn open(&self) -> bool {
-        self.opts.tokens.is_empty() && self.opts.read_tokens.is_empty()
-    }
-
-    fn access(&self, h: &HeaderMap) -> std::result::Result<Access, Resp> {
-        let tok = h
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer ").or(v.strip_prefix("bearer ")))
-            .map(str::trim);
-        let known =
-            |list: &[String], t: &str| list.iter().any(|x| ct_eq(x.as_bytes(), t.as_bytes()));
-        match tok {
-            _ if self.open() => Ok(Access::Write),
-            None => Ok(Access::Anonymous),
-            Some(t) if known(&self.opts.tokens, t) => Ok(Access::Write),
-            Some(t) if known(&self.opts.read_tokens, t) => Ok(Access::Read),
-            Some(_) => Err(error(
-                StatusCode::UNAUTHORIZED,
-                None,
-                "Invalid credentials in Authorization header",
-            )),
-        }
-    }
-}
-
-/// Compare two tokens in constant time: their SHA-256 digests, so neither
-/// content nor length shows in the time taken.
-fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    use sha2::Digest as _;
-    let (x, y) = (sha2::Sha256::digest(a), sha2::Sha256::digest(b));
-    x.iter().zip(y.iter()).fold(0u8, |d, (p, q)| d | (p ^ q)) == 0
-}
-
 fn base_url(h: &HeaderMap) -> String {
     let host = h
         .get("host")
@@ -760,19 +491,6 @@ fn now_secs() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
-}
-
-fn verify_ticket(st: &State, t: &TicketClaim) -> std::result::Result<ticket::Ticket, Resp> {
-    t.verify(&st.key, now_secs()).map_err(|e| {
-        error(
-            StatusCode::FORBIDDEN,
-            None,
-            match e {
-                ticket::TicketError::Forged => "bad upload ticket",
-                ticket::TicketError::Expired => "upload ticket expired: ask the batch API again",
-            },
-        )
-    })
 }
 
 /// A request on the Hub listener from `ip`: through the rate limit (when

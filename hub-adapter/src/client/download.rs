@@ -1,0 +1,427 @@
+//! Downloads: one file with `Range` resume across runs, and many at once.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use brevis_core::ProgressSink;
+use futures_util::StreamExt as _;
+use reqwest::header::HeaderMap;
+use reqwest::{Method, StatusCode};
+use tokio::io::AsyncWriteExt as _;
+
+use crate::error::{HubError, Result};
+use crate::hashing::{self, FileHashes};
+use crate::paths::{check_repo_id, check_repo_path, check_revision, encode};
+
+use super::*;
+
+pub(super) fn content_range_start(h: &HeaderMap) -> Option<u64> {
+    let v = h.get("content-range")?.to_str().ok()?;
+    let rest = v.strip_prefix("bytes ")?;
+    rest.split('-').next()?.parse().ok()
+}
+
+/// Check a downloaded `part` against `expect` (removing it when it is not
+/// the file) and rename it to `dst`.
+pub(crate) async fn finish_download(
+    repo: &str,
+    path: &str,
+    part: &Path,
+    dst: &Path,
+    hashes: FileHashes,
+    expect: &Expect,
+) -> Result<FileHashes> {
+    let bad = |what: &'static str, expected: &str, actual: &str| HubError::Integrity {
+        repo: repo.into(),
+        file: path.into(),
+        what,
+        expected: expected.into(),
+        actual: actual.into(),
+    };
+    let differs = if let Some(s) = expect.size
+        && s != hashes.size
+    {
+        Some(bad(
+            "size",
+            &format!("{s} bytes"),
+            &format!("{} bytes", hashes.size),
+        ))
+    } else if let Some(want) = &expect.sha256
+        && !want.eq_ignore_ascii_case(&hashes.sha256_hex())
+    {
+        Some(bad("SHA-256", want, &hashes.sha256_hex()))
+    } else if let Some(want) = &expect.git_oid
+        && !want.eq_ignore_ascii_case(hashes.git_oid.as_deref().unwrap_or_default())
+    {
+        Some(bad(
+            "git blob id",
+            want,
+            hashes.git_oid.as_deref().unwrap_or_default(),
+        ))
+    } else {
+        None
+    };
+    if let Some(e) = differs {
+        let _ = tokio::fs::remove_file(part).await;
+        return Err(e);
+    }
+    tokio::fs::rename(part, dst)
+        .await
+        .map_err(|e| HubError::io(dst, e))?;
+    Ok(hashes)
+}
+
+/// `dst` with `.incomplete` appended (the name `huggingface_hub` uses too).
+pub fn incomplete_path(dst: &Path) -> PathBuf {
+    let mut s = dst.as_os_str().to_owned();
+    s.push(".incomplete");
+    PathBuf::from(s)
+}
+
+impl HubClient {
+    pub(super) fn resolve_url(&self, repo: &str, revision: &str, path: &str) -> String {
+        format!(
+            "{}/{}/resolve/{}/{}",
+            self.endpoint,
+            repo,
+            encode(revision, false),
+            encode(path, true)
+        )
+    }
+
+    /// `HEAD` on a file: commit, ETag and size.
+    pub async fn file_metadata(
+        &self,
+        repo: &str,
+        revision: &str,
+        path: &str,
+    ) -> Result<FileMetadata> {
+        check_repo_id(repo)?;
+        check_revision(revision)?;
+        check_repo_path(path)?;
+        let url = self.resolve_url(repo, revision, path);
+        let resp = self
+            .send(repo, "file metadata", || {
+                Ok(self
+                    .request(Method::HEAD, &url)
+                    .header("Accept-Encoding", "identity"))
+            })
+            .await?;
+        // A redirect to another host (the CDN) is the answer: its headers
+        // describe the file, as on the Hub.
+        let redirected = resp.status().is_redirection();
+        let resp = if redirected {
+            resp
+        } else {
+            check(
+                resp,
+                repo,
+                Some(path),
+                Some(revision),
+                "file metadata",
+                self,
+            )
+            .await?
+        };
+        let h = resp.headers();
+        let get = |k: &str| h.get(k).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let commit = get("x-repo-commit")
+            .ok_or_else(|| HubError::protocol(repo, "file metadata", "no X-Repo-Commit"))?;
+        let etag = get("x-linked-etag")
+            .or_else(|| get("etag"))
+            .ok_or_else(|| HubError::protocol(repo, "file metadata", "no ETag"))?;
+        let etag = etag.trim_start_matches("W/").trim_matches('"').to_string();
+        let size = get("x-linked-size")
+            .or_else(|| (!redirected).then(|| get("content-length")).flatten())
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| HubError::protocol(repo, "file metadata", "no size"))?;
+        Ok(FileMetadata { commit, etag, size })
+    }
+
+    /// The error for a failed write of the partial download `part`: on a
+    /// full disk the partial file is removed (unless asked to keep it), and
+    /// the message says which.
+    pub(super) async fn write_failed(&self, part: &Path, e: std::io::Error) -> HubError {
+        if e.kind() != std::io::ErrorKind::StorageFull {
+            return HubError::io(part, e);
+        }
+        let what = if self.keep_partial {
+            "kept to resume once there is room"
+        } else {
+            let _ = tokio::fs::remove_file(part).await;
+            "removed so the disk is not left full (BREVIS_KEEP_PARTIAL=1 keeps it to resume)"
+        };
+        HubError::io(
+            part,
+            std::io::Error::new(e.kind(), format!("{e}: the partial download was {what}")),
+        )
+    }
+
+    /// Download one file to `dst` atomically. A partial `dst.incomplete` left
+    /// by an earlier run is resumed with `Range`; a dropped connection is
+    /// resumed the same way. Size and hashes are checked against `expect`
+    /// before the file is renamed into place.
+    pub async fn download_file(
+        &self,
+        repo: &str,
+        revision: &str,
+        path: &str,
+        dst: &Path,
+        expect: &Expect,
+        progress: &dyn ProgressSink,
+    ) -> Result<DownloadStats> {
+        check_repo_id(repo)?;
+        check_revision(revision)?;
+        check_repo_path(path)?;
+        let url = self.resolve_url(repo, revision, path);
+        let part = incomplete_path(dst);
+        if let Some(parent) = dst.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| HubError::io(parent, e))?;
+        }
+        if let Some(size) = expect.size
+            && size > self.chunks.chunk_size
+        {
+            return self
+                .download_ranged(repo, revision, path, dst, &part, expect, size, progress)
+                .await;
+        }
+        let mut stats = DownloadStats::default();
+        let mut have = match tokio::fs::metadata(&part).await {
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        };
+        if expect.size.is_some_and(|s| have > s) {
+            have = 0;
+            let _ = tokio::fs::remove_file(&part).await;
+        }
+        stats.resumed_from = have;
+        progress.advance(have);
+        // The body is hashed as it arrives when this call receives all of
+        // it (a partial file left by an earlier run is read back instead;
+        // the blob id needs the size first).
+        let git = expect.git_oid.is_some();
+        let fresh = || {
+            (!git || expect.size.is_some())
+                .then(|| hashing::StreamHasher::new(expect.size.unwrap_or(0), git))
+        };
+        let mut hasher = None;
+        let mut failures = 0u32;
+        // Stalls of the headers and of the body, all attempts together.
+        let mut stalls = 0u32;
+        loop {
+            if expect.size == Some(have) && have > 0 {
+                break;
+            }
+            let _conn = self.connections.acquire().await;
+            let resp = self
+                .send_counting(
+                    repo,
+                    "download",
+                    || {
+                        let mut rb = self.request(Method::GET, &url);
+                        if have > 0 {
+                            rb = rb.header("Range", format!("bytes={have}-"));
+                        }
+                        Ok(rb)
+                    },
+                    &mut stalls,
+                )
+                .await?;
+            if resp.status() == StatusCode::RANGE_NOT_SATISFIABLE {
+                // The partial file is not a prefix of this file: start over.
+                have = 0;
+                let _ = tokio::fs::remove_file(&part).await;
+                failures += 1;
+                if failures > self.retry.max_retries {
+                    return Err(HubError::protocol(
+                        repo,
+                        "download",
+                        "range not satisfiable",
+                    ));
+                }
+                continue;
+            }
+            let resp = check(resp, repo, Some(path), Some(revision), "download", self).await?;
+            let append = resp.status() == StatusCode::PARTIAL_CONTENT;
+            if append {
+                let start = content_range_start(resp.headers());
+                if start != Some(have) {
+                    return Err(HubError::protocol(
+                        repo,
+                        "download",
+                        "Content-Range does not match",
+                    ));
+                }
+            } else if have > 0 {
+                progress.advance(0);
+                have = 0;
+            }
+            if have == 0 {
+                hasher = fresh();
+            }
+            if hasher.as_ref().is_some_and(|h| h.len() != have) {
+                hasher = None;
+            }
+            let mut file = tokio::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(append)
+                .truncate(!append)
+                .open(&part)
+                .await
+                .map_err(|e| HubError::io(&part, e))?;
+            let mut body = resp.bytes_stream();
+            let mut broke = None;
+            let mut stalled = false;
+            loop {
+                let chunk = match tokio::time::timeout(self.stall, body.next()).await {
+                    Ok(Some(c)) => c,
+                    Ok(None) => break,
+                    Err(_) => {
+                        stalled = true;
+                        break;
+                    }
+                };
+                match chunk {
+                    Ok(c) => {
+                        if expect.size.is_some_and(|s| have + c.len() as u64 > s) {
+                            let _ = tokio::fs::remove_file(&part).await;
+                            return Err(HubError::protocol(
+                                repo,
+                                "download",
+                                "more bytes than the expected size",
+                            ));
+                        }
+                        if let Err(e) = file.write_all(&c).await {
+                            drop(file);
+                            return Err(self.write_failed(&part, e).await);
+                        }
+                        if let Some(h) = &mut hasher {
+                            h.update(&c);
+                        }
+                        have += c.len() as u64;
+                        stats.bytes_on_wire += c.len() as u64;
+                        progress.advance(c.len() as u64);
+                    }
+                    Err(e) => {
+                        broke = Some(e);
+                        break;
+                    }
+                }
+            }
+            let synced = match file.flush().await {
+                Ok(()) => file.sync_all().await,
+                Err(e) => Err(e),
+            };
+            drop(file);
+            if let Err(e) = synced {
+                return Err(self.write_failed(&part, e).await);
+            }
+            if stalled {
+                // Resumed from what arrived, like a dropped connection.
+                stalls += 1;
+                if stalls >= MAX_STALLS {
+                    return Err(self.stalled(repo, "download", stalls));
+                }
+                self.note_stall(repo, &format!("download {path}"), stalls);
+                continue;
+            }
+            match broke {
+                None => {
+                    if expect.size.is_none() || expect.size == Some(have) {
+                        break;
+                    }
+                    failures += 1;
+                }
+                Some(e) => {
+                    failures += 1;
+                    if failures > self.retry.max_retries {
+                        return Err(HubError::Network {
+                            repo: repo.into(),
+                            what: "download",
+                            attempts: failures,
+                            source: Box::new(e),
+                        });
+                    }
+                }
+            }
+            if failures > self.retry.max_retries {
+                return Err(HubError::protocol(repo, "download", "file ended early"));
+            }
+            tokio::time::sleep(self.retry.delay(failures.saturating_sub(1))).await;
+        }
+        let hashes = match hasher {
+            Some(h) if h.len() == have => h.finish(),
+            _ => hashing::hash_file_async(&part, git).await?,
+        };
+        stats.hashes = Some(finish_download(repo, path, &part, dst, hashes, expect).await?);
+        Ok(stats)
+    }
+
+    /// Download several files at once (up to the client's concurrency), each
+    /// with [`HubClient::download_file`]. Progress is one unit for all files.
+    pub async fn download_many(
+        &self,
+        repo: &str,
+        revision: &str,
+        files: &[(String, PathBuf, Expect)],
+        progress: Arc<dyn ProgressSink>,
+    ) -> Result<Vec<DownloadStats>> {
+        self.download_each(repo, revision, files, progress)
+            .await
+            .into_iter()
+            .collect()
+    }
+
+    /// [`HubClient::download_many`], with one outcome per file: a file that
+    /// fails does not hide what happened to the others.
+    pub async fn download_each(
+        &self,
+        repo: &str,
+        revision: &str,
+        files: &[(String, PathBuf, Expect)],
+        progress: Arc<dyn ProgressSink>,
+    ) -> Vec<Result<DownloadStats>> {
+        let total: u64 = files.iter().filter_map(|f| f.2.size).sum();
+        progress.start(&format!("download {repo}"), total);
+        let mut results: Vec<(usize, Result<DownloadStats>)> = self
+            .download_stream(repo, revision, files, progress.clone())
+            .collect()
+            .await;
+        progress.finish();
+        results.sort_by_key(|r| r.0);
+        results.into_iter().map(|r| r.1).collect()
+    }
+
+    /// Each of `files` downloaded as [`HubClient::download_file`] does, up
+    /// to the client's concurrency, yielded as it ends: its index in
+    /// `files` and the outcome. `progress` advances with every file; its
+    /// start and finish are the caller's.
+    pub fn download_stream<'a>(
+        &'a self,
+        repo: &'a str,
+        revision: &'a str,
+        files: &'a [(String, PathBuf, Expect)],
+        progress: Arc<dyn ProgressSink>,
+    ) -> impl futures_util::Stream<Item = (usize, Result<DownloadStats>)> + 'a {
+        // The futures are made first, then run: a closure in the stream
+        // would make the caller's future not `Send` for callers that spawn
+        // it.
+        let futures: Vec<_> = files
+            .iter()
+            .enumerate()
+            .map(|(i, (path, dst, expect))| {
+                let p = progress.clone();
+                async move {
+                    let r = self
+                        .download_file(repo, revision, path, dst, expect, &*p)
+                        .await;
+                    (i, r)
+                }
+            })
+            .collect();
+        futures_util::stream::iter(futures).buffer_unordered(self.concurrency)
+    }
+}

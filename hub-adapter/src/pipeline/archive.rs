@@ -1,0 +1,166 @@
+//! Building a mirror's stored files: each safetensors shard compressed
+//! and proven, by decoding, to be the source's bytes.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::client::{RepoFile, UploadFile};
+use crate::error::{HubError, Result};
+use crate::hashing::{FileHashes, hash_file};
+use crate::manifest::{Encoding, FileEntry};
+
+use super::mirror::Work;
+use super::options::MirrorOptions;
+use super::{blocking, codec_err_d, codec_err_e};
+
+/// The stored form of the source file `f` (hashes `h`): its archive (built
+/// and proven) or the file itself, as a manifest entry and an upload.
+pub(super) async fn store(
+    opts: &MirrorOptions,
+    prior: &Option<Arc<brevis_core::Prior>>,
+    work: &Work,
+    f: &RepoFile,
+    archive: &str,
+    enc: Encoding,
+    h: &FileHashes,
+) -> Result<(FileEntry, UploadFile)> {
+    let sha_hex = h.sha256_hex();
+    let stored = match enc {
+        Encoding::Identity => work.src.join(&f.path),
+        Encoding::Brv => build_archive(opts, prior, work, f, archive, h).await?,
+    };
+    // A file of 10 MiB or more goes by LFS on the Hub (and on `serve`):
+    // its SHA-256 is its identity there, and its blob id (a second pass
+    // of SHA-1) is never asked for.
+    let s2 = stored.clone();
+    let regular = std::fs::metadata(&stored)
+        .map_err(|e| HubError::io(&stored, e))?
+        .len()
+        < crate::server::store::LFS_SIZE_THRESHOLD;
+    let sh = blocking(move || hash_file(&s2, regular)).await?;
+    // A file uploaded as it is must still be the bytes checked against
+    // the Hub (an archive was proven by decoding): a file changed in the
+    // work folder since (or two source paths that one case-insensitive
+    // file system holds as one) is refused, not published under the
+    // source's SHA-256.
+    if enc == Encoding::Identity && (sh.size != h.size || sh.sha256 != h.sha256) {
+        let _ = std::fs::remove_file(&stored);
+        return Err(HubError::Integrity {
+            repo: opts.src.clone(),
+            file: f.path.clone(),
+            what: "SHA-256",
+            expected: sha_hex,
+            actual: sh.sha256_hex(),
+        });
+    }
+    let entry = FileEntry {
+        path: f.path.clone(),
+        size: f.size,
+        sha256: sha_hex,
+        git_oid: f.oid.clone(),
+        lfs: f.lfs_sha256.is_some(),
+        encoding: enc,
+        archive: archive.to_owned(),
+        archive_size: sh.size,
+    };
+    let upload = UploadFile {
+        path_in_repo: archive.to_owned(),
+        local: stored,
+        hashes: sh,
+    };
+    Ok((entry, upload))
+}
+
+/// Build the archive of `f` in the work folder, or reuse one an earlier run
+/// left there, and prove it decodes to the source's bytes (`h`). An archive
+/// left behind that does not prove itself is rebuilt; one just built that
+/// does not fails the mirror.
+async fn build_archive(
+    opts: &MirrorOptions,
+    prior: &Option<Arc<brevis_core::Prior>>,
+    work: &Work,
+    f: &RepoFile,
+    archive: &str,
+    h: &FileHashes,
+) -> Result<PathBuf> {
+    let local = work.src.join(&f.path);
+    let out = work.out.join(archive);
+    if let Some(parent) = out.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
+    }
+    let sha_hex = h.sha256_hex();
+    let mut reuse = brevis_core::read_info(&out)
+        .ok()
+        .is_some_and(|i| i.sha256 == h.sha256 && i.original_len == h.size);
+    loop {
+        if !reuse {
+            (opts.notes)(&format!("compressing {}", f.path));
+            compress(opts, prior, &local, &out, &f.path).await?;
+        }
+        let failure = match prove(&out, &f.path, opts.threads).await {
+            Ok((digest, len)) if hex::encode(digest) == sha_hex && len == f.size => {
+                return Ok(out);
+            }
+            Ok((digest, len)) => HubError::Integrity {
+                repo: opts.src.clone(),
+                file: archive.to_owned(),
+                what: if len != f.size { "size" } else { "SHA-256" },
+                expected: sha_hex.clone(),
+                actual: hex::encode(digest),
+            },
+            Err(e) => e,
+        };
+        let _ = std::fs::remove_file(&out);
+        if !reuse {
+            return Err(failure);
+        }
+        (opts.notes)(&format!(
+            "{} in the work folder does not decode to {} ({failure}): rebuilding it",
+            out.display(),
+            f.path
+        ));
+        reuse = false;
+    }
+}
+
+/// Compress `local` (the source file `path`) into `out`, unverified: the
+/// caller proves it against the Hub's SHA-256.
+async fn compress(
+    opts: &MirrorOptions,
+    prior: &Option<Arc<brevis_core::Prior>>,
+    local: &Path,
+    out: &Path,
+    path: &str,
+) -> Result<()> {
+    let mut co = brevis_core::CompressOptions::default()
+        .verify(false)
+        .threads(opts.threads)
+        .prior(prior.clone())
+        .progress(opts.progress.clone());
+    if let Some(b) = opts.budget {
+        co = co.budget(b);
+    }
+    let (l, o, p) = (local.to_path_buf(), out.to_path_buf(), path.to_owned());
+    blocking(move || {
+        brevis_core::compress_file(&l, &o, true, &co).map_err(|e| codec_err_e(&p, e))?;
+        Ok(())
+    })
+    .await
+}
+
+/// The SHA-256 and length of what the archive `out` decodes to. The decoder
+/// hashes what it writes (and checks it against the archive's own
+/// SHA-256): its digest is the proof.
+async fn prove(out: &Path, path: &str, threads: usize) -> Result<([u8; 32], u64)> {
+    let (o, p) = (out.to_path_buf(), path.to_owned());
+    blocking(move || {
+        let r = brevis_core::decompress_to(
+            &o,
+            &mut std::io::sink(),
+            &brevis_core::DecompressOptions::default().threads(threads),
+        )
+        .map_err(|e| codec_err_d(&p, e))?;
+        Ok((r.sha256, r.original_len))
+    })
+    .await
+}
