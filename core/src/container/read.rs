@@ -8,11 +8,12 @@ use sha2::{Digest, Sha256};
 
 use super::{
     ArchiveInfo, DecompressOptions, DecompressReport, PREAMBLE_LEN, Preamble, Segment, SegmentKind,
-    pool, read_table, xxh3,
+    read_table, xxh3,
 };
 use crate::dsl::exec::{NoRefs, Resolver, execute_into_bytes};
 use crate::dsl::{Node, wire};
 use crate::error::DecodeError;
+use crate::pool::pool;
 
 /// Random-access reads (positional, so threads can share one source).
 pub trait ReadAt: Sync {
@@ -420,7 +421,7 @@ impl<R: ReadAt> Resolver for SegmentRefs<'_, R> {
         while (words.len() as u64) < n {
             let start = r as u64 * seg.region_words;
             let bytes = self.archive.decode_region(s, r, false)?;
-            let w = super::bytes_to_words(&bytes, width);
+            let w = crate::words::bytes_to_words(&bytes, width);
             let lo = offset.saturating_sub(start) as usize;
             let hi = (end - start).min(w.len() as u64) as usize;
             words.extend_from_slice(&w[lo..hi]);

@@ -25,6 +25,7 @@ use std::fmt;
 
 use crate::dtype::Dtype;
 pub use crate::entropy::Codec;
+pub use crate::words::mask;
 
 /// Largest number of words a node may produce (one region).
 pub const MAX_NODE_WORDS: u64 = 1 << 22;
@@ -261,16 +262,6 @@ pub fn recycle_fields(parts: Vec<Vec<u8>>) {
             }
         }
     });
-}
-
-/// All-ones mask of `width` bits.
-#[inline]
-pub fn mask(width: u8) -> u64 {
-    if width >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << width) - 1
-    }
 }
 
 impl MapOp {

@@ -410,7 +410,7 @@ pub(crate) fn byte_field_counts(
             }
             let hist = rans::count(&byte, &Context::None);
             let field = |k: usize| {
-                let (sh, m) = (shift[k - i], crate::dsl::mask(fields[k]) as u8);
+                let (sh, m) = (shift[k - i], crate::words::mask(fields[k]) as u8);
                 move |b: u8| (b >> sh) & m
             };
             for (a, b) in pairs {

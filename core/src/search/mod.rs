@@ -16,14 +16,12 @@ pub mod shape;
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
-use std::path::Path;
 
 pub use prior::{HoleContext, Prior};
 pub use shape::{Instantiate, Shape, instantiate, instantiate_le_bytes};
 
 use crate::dsl::{MapOp, ScanOp, Split, wire};
 use crate::dtype::Dtype;
-use crate::error::EncodeError;
 
 /// Tensors of at most this many words are searched whole: candidates are
 /// coded exactly, and the winner is what is written. (Against 64K words:
@@ -91,32 +89,6 @@ pub struct Target<'a> {
     /// literals' tables once, so a sample of a longer region bears only
     /// its share of them when priced.
     pub region: u64,
-}
-
-impl<'a> Target<'a> {
-    /// The target of tensor segment `d` from its sample (`bytes` as read by
-    /// [`crate::container::write::read_sample`], `words` the same words),
-    /// coded in regions of `region_words` (see
-    /// [`crate::container::write::segment_region_words`]). Compressing and
-    /// learning a prior search the same targets.
-    pub(crate) fn of_segment(
-        d: &'a crate::container::SegmentDesc,
-        bytes: &'a [u8],
-        words: &'a [u64],
-        region_words: u64,
-    ) -> Target<'a> {
-        Target {
-            words,
-            le: Some(bytes),
-            width: d.width(),
-            dtype: d.dtype,
-            name: &d.name,
-            rank: d.shape.len(),
-            total_words: d.len / d.dtype.word_bytes() as u64,
-            row: row_words(&d.shape),
-            region: crate::container::write::segment_region_words(d, region_words, false),
-        }
-    }
 }
 
 /// The search's answer.
@@ -709,13 +681,13 @@ fn le_bytes_of<'b>(t: &Target<'b>, made: &'b mut Vec<u8>) -> &'b [u8] {
     match t.le {
         Some(le) if matches!(t.width, 8 | 16 | 32 | 64) && le.len() == t.words.len() * bpw => {
             debug_assert!({
-                crate::container::words_to_bytes(t.words, t.width, made);
+                crate::words::words_to_bytes(t.words, t.width, made);
                 made[..] == *le
             });
             le
         }
         _ => {
-            crate::container::words_to_bytes(t.words, t.width, made);
+            crate::words::words_to_bytes(t.words, t.width, made);
             made
         }
     }
@@ -740,201 +712,6 @@ fn priced_words(t: &Target<'_>) -> usize {
         return n;
     }
     m
-}
-
-/// Tensors to sample from each group of (tensors, bytes), at most `max`
-/// in all: one for each of the largest half of `max` groups by bytes,
-/// and the rest in proportion to bytes (D'Hondt: each next one to the
-/// group with the most bytes per tensor taken so far). Groups of small
-/// tensors are many but hold few of the bytes, and take little of the
-/// search's time: taken round-robin, human-tfjs's 119 groups left the
-/// largest (418 conv kernels, a third of its bytes) one tensor, the
-/// same as a group of two flags, and the last 23 groups none.
-fn quotas(groups: &[(usize, u64)], max: usize) -> Vec<usize> {
-    let mut q = vec![0usize; groups.len()];
-    let mut by_bytes: Vec<usize> = (0..groups.len()).collect();
-    by_bytes.sort_by_key(|&i| std::cmp::Reverse(groups[i].1));
-    for &i in by_bytes.iter().take(max / 2) {
-        q[i] = groups[i].0.min(1);
-    }
-    let mut left = max.saturating_sub(q.iter().sum());
-    while left > 0 {
-        let next = by_bytes
-            .iter()
-            .copied()
-            .filter(|&i| q[i] < groups[i].0)
-            .max_by(|&a, &b| {
-                let share = |i: usize| groups[i].1 as f64 / (q[i] + 1) as f64;
-                share(a).total_cmp(&share(b)).then(b.cmp(&a))
-            });
-        let Some(i) = next else { break };
-        q[i] += 1;
-        left -= 1;
-    }
-    q
-}
-
-/// `v` reordered so that every prefix is spread evenly over it: the
-/// van der Corput order of its indices (0, n/2, n/4, 3n/4, ...).
-fn spread<T>(v: Vec<T>) -> Vec<T> {
-    let n = v.len();
-    if n < 3 {
-        return v;
-    }
-    let bits = usize::BITS - (n - 1).leading_zeros();
-    let order: Vec<usize> = (0..1usize << bits)
-        .map(|i| i.reverse_bits() >> (usize::BITS - bits))
-        .filter(|&i| i < n)
-        .collect();
-    debug_assert_eq!(order.len(), n);
-    let mut slots: Vec<Option<T>> = v.into_iter().map(Some).collect();
-    order
-        .into_iter()
-        .map(|i| slots[i].take().expect("a permutation"))
-        .collect()
-}
-
-/// Tensors a prior is learned from when their groups are few (see
-/// [`LearnOptions::max_tensors`]).
-const MIN_LEARN_TENSORS: usize = 96;
-
-/// Options for learning a prior.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct LearnOptions {
-    /// Search budget used on each sampled tensor (larger than the default).
-    pub budget: u32,
-    /// Most tensors sampled: two a group of tensors, at least 96 (or this
-    /// maximum). With `quotas`, human-tfjs (119 groups) compresses in 775
-    /// ms of CPU with a prior learned from 192, 34 KB (0.026%) larger than
-    /// with 96 taken round-robin, in 892 ms; from 96, 153 KB larger; from
-    /// 384, 16 KB larger in 830 ms (a larger sample sees more near-ties,
-    /// and the prior is less sure). On the other five models (5-15 groups)
-    /// 192 gains nothing on 96 and takes up to twice as long to learn
-    /// (astra 149 against 90 ms of CPU).
-    pub max_tensors: usize,
-    /// Worker threads (0 = all).
-    pub threads: usize,
-}
-
-impl Default for LearnOptions {
-    fn default() -> Self {
-        LearnOptions {
-            budget: 64,
-            max_tensors: 192,
-            threads: 0,
-        }
-    }
-}
-
-impl LearnOptions {
-    /// Set the search budget per sampled tensor.
-    pub fn budget(mut self, b: u32) -> Self {
-        self.budget = b;
-        self
-    }
-    /// Set the most tensors sampled.
-    pub fn max_tensors(mut self, n: usize) -> Self {
-        self.max_tensors = n;
-        self
-    }
-    /// Set the worker threads (0 = all).
-    pub fn threads(mut self, n: usize) -> Self {
-        self.threads = n;
-        self
-    }
-}
-
-impl Prior {
-    /// Learn a prior from a stratified sample of the tensors of these files
-    /// (safetensors; other files are skipped): tensors are grouped by dtype,
-    /// role and size class, each group gets a share of the sample (see
-    /// `quotas`) taken across its whole length (see `spread`), and the
-    /// sample is searched with a large budget under the uniform prior, the
-    /// winning programs' productions counted.
-    pub fn learn(files: &[&Path], opts: &LearnOptions) -> Result<Prior, EncodeError> {
-        use rayon::prelude::*;
-        let mut groups: std::collections::BTreeMap<
-            String,
-            Vec<(usize, crate::container::SegmentDesc)>,
-        > = Default::default();
-        let mut opened = Vec::new();
-        for (fi, path) in files.iter().enumerate() {
-            let f = std::fs::File::open(path).map_err(|e| EncodeError::io(*path, e))?;
-            let segs = crate::container::write::segments_of(&f, path, true)?;
-            for s in segs {
-                if s.kind == crate::container::SegmentKind::Tensor {
-                    let key = format!(
-                        "{}|{}|{}",
-                        s.dtype.name(),
-                        prior::role(&s.name, s.shape.len()),
-                        prior::bucket(s.len)
-                    );
-                    groups.entry(key).or_default().push((fi, s));
-                }
-            }
-            opened.push(f);
-        }
-        let sizes: Vec<(usize, u64)> = groups
-            .values()
-            .map(|g| (g.len(), g.iter().map(|(_, s)| s.len).sum()))
-            .collect();
-        // Two tensors a group, at least MIN_LEARN_TENSORS and at most the
-        // maximum: many kinds of tensor need more of them to be told apart.
-        let sample =
-            (2 * sizes.len()).clamp(MIN_LEARN_TENSORS.min(opts.max_tensors), opts.max_tensors);
-        let quota = quotas(&sizes, sample);
-        // Each group's share, spread over its whole length (and so over
-        // every file), not its first tensors.
-        let picked: Vec<(usize, crate::container::SegmentDesc)> = groups
-            .into_values()
-            .zip(quota)
-            .flat_map(|(g, q)| spread(g).into_iter().take(q))
-            .collect();
-        let uniform = Prior::uniform();
-        let pool = crate::container::pool(opts.threads);
-        type Found = (
-            Vec<(HoleContext, &'static str)>,
-            Vec<(HoleContext, crate::entropy::Codec)>,
-        );
-        let found: Vec<Result<Found, EncodeError>> = pool.install(|| {
-            picked
-                .par_iter()
-                .map(|(fi, s)| {
-                    let (bytes, words) = crate::container::write::read_sample(&opened[*fi], s)
-                        .map_err(|e| EncodeError::io(files[*fi], e))?;
-                    let t = Target::of_segment(
-                        s,
-                        &bytes,
-                        &words,
-                        crate::container::DEFAULT_REGION_WORDS,
-                    );
-                    let syn = synthesize(&t, &uniform, opts.budget);
-                    Ok((productions_of(&t, &syn.shape), leaves_of(&t, &syn.shape)))
-                })
-                .collect()
-        });
-        let mut p = Prior::uniform();
-        for f in found {
-            let (prods, leaves) = f?;
-            for (ctx, prod) in prods {
-                p.observe(&ctx, prod);
-            }
-            for (ctx, codec) in leaves {
-                p.observe_leaf(&ctx, codec);
-            }
-            p.tensors += 1;
-        }
-        p.source = files
-            .iter()
-            .map(|f| {
-                f.file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            })
-            .collect();
-        Ok(p)
-    }
 }
 
 #[cfg(test)]
@@ -1009,7 +786,7 @@ mod tests {
         let w32: Vec<u64> = w16.iter().map(|&w| w << 16 | (w * 7919) & 0xFFFF).collect();
         for (words, width, dtype) in [(&w16, 16u8, Dtype::BF16), (&w32, 32, Dtype::F32)] {
             let mut bytes = Vec::new();
-            crate::container::words_to_bytes(words, width, &mut bytes);
+            crate::words::words_to_bytes(words, width, &mut bytes);
             for total in [words.len() as u64, 4 * words.len() as u64] {
                 let mut t = flat_target(words, width, dtype, "layers.0.mlp.up_proj.weight");
                 t.total_words = total;
@@ -1428,46 +1205,5 @@ mod tests {
         assert_eq!(fast.sample_bytes, s.sample_bytes);
         let back = Prior::from_json(&p.to_json()).unwrap();
         assert_eq!(back, p);
-    }
-
-    /// The learning sample's shares: the largest groups by bytes get one
-    /// each first, the rest goes by bytes, no group gives more than it
-    /// has, and nothing is taken past the maximum.
-    #[test]
-    fn the_learning_sample_goes_where_the_bytes_are() {
-        // 119 groups as in human-tfjs: one of a third of the bytes, many
-        // small ones; the small ones come first in the groups' order.
-        let mut groups = vec![(2usize, 8u64); 100];
-        groups.extend((0..18).map(|i| (50, 1_000_000 + i)));
-        groups.push((418, 54_000_000));
-        let q = quotas(&groups, 96);
-        assert_eq!(q.iter().sum::<usize>(), 96);
-        assert!(q.iter().zip(&groups).all(|(&q, g)| q <= g.0));
-        // The 19 large groups are all sampled, the largest most of all.
-        assert!(q[100..].iter().all(|&q| q >= 1), "{q:?}");
-        assert!(q[118] > q[100..118].iter().sum::<usize>(), "{q:?}");
-        // Half the maximum is kept for the largest: 29 small groups get one.
-        assert_eq!(q[..100].iter().filter(|&&q| q > 0).count(), 48 - 19);
-        // Fewer tensors than the maximum: all of them.
-        assert_eq!(quotas(&[(3, 10), (2, 1)], 96), vec![3, 2]);
-        assert_eq!(quotas(&[], 96), Vec::<usize>::new());
-    }
-
-    /// A group's sample spans it: every prefix of the order is spread.
-    #[test]
-    fn a_groups_sample_is_spread_over_it() {
-        for n in 0..40usize {
-            let v = spread((0..n).collect::<Vec<_>>());
-            let mut sorted = v.clone();
-            sorted.sort_unstable();
-            assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "a permutation of {n}");
-        }
-        assert_eq!(
-            spread((0..8).collect::<Vec<_>>()),
-            vec![0, 4, 2, 6, 1, 5, 3, 7]
-        );
-        // Of 41 files' members: the first, then the 33rd and the 17th.
-        let v = spread((0..41).collect::<Vec<_>>());
-        assert_eq!(&v[..3], &[0, 32, 16]);
     }
 }

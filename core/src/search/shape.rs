@@ -708,7 +708,7 @@ mod tests {
         let cfg = Instantiate::default();
         let shape = Shape::Lit(Some(Codec::Raw));
         for width in [16u8, 32, 64] {
-            let m = crate::dsl::mask(width);
+            let m = crate::words::mask(width);
             let raw: Vec<u64> = noise(3001).iter().map(|w| w & m).collect();
             let cases = [
                 (raw.clone(), true),
@@ -721,7 +721,7 @@ mod tests {
             ];
             for (i, (words, fast)) in cases.into_iter().enumerate() {
                 let mut bytes = Vec::new();
-                crate::container::words_to_bytes(&words, width, &mut bytes);
+                crate::words::words_to_bytes(&words, width, &mut bytes);
                 let from_bytes = instantiate_le_bytes(&shape, &bytes, width);
                 assert_eq!(from_bytes.is_some(), fast, "width {width} case {i}");
                 if let Some(node) = from_bytes {
@@ -761,7 +761,7 @@ mod tests {
             let mut frozen = vec![Shape::Lit(Some(Codec::Rans0)); k];
             frozen[k - 1] = Shape::Lit(Some(Codec::RansCond { sibling: 0 }));
             let mut bytes = Vec::new();
-            crate::container::words_to_bytes(words, width, &mut bytes);
+            crate::words::words_to_bytes(words, width, &mut bytes);
             assert_eq!(bytes.len(), words.len() * width as usize / 8);
             for kids in [holes(k), frozen] {
                 let shape = Shape::Merge(split.clone(), kids);
