@@ -41,7 +41,7 @@ impl Preamble {
             return Err(DecodeError::UnsupportedVersion(version));
         }
         if r.u16()? != 0 {
-            return Err(DecodeError::corrupt("unknown flags"));
+            return Err(DecodeError::damaged("unknown flags"));
         }
         let original_len = r.u64()?;
         let sha256: [u8; 32] = r.bytes(32)?.try_into().expect("32 bytes");
@@ -56,7 +56,7 @@ impl Preamble {
             });
         }
         if table_offset < PREAMBLE_LEN || table_offset.checked_add(table_len) != Some(archive_len) {
-            return Err(DecodeError::corrupt(format!(
+            return Err(DecodeError::damaged(format!(
                 "segment table [{table_offset}, +{table_len}) does not end the {archive_len}-byte archive"
             )));
         }
@@ -68,5 +68,35 @@ impl Preamble {
             table_len,
             table_checksum,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file cut short says so first, then where its table should be.
+    #[test]
+    fn a_cut_archive_is_reported_as_truncated_or_damaged() {
+        let pre = Preamble {
+            version: crate::FORMAT_VERSION,
+            original_len: 10,
+            sha256: [0; 32],
+            table_offset: 565_842,
+            table_len: 743,
+            table_checksum: 0,
+        };
+        let mut b = [0u8; PREAMBLE_LEN as usize];
+        b[0..4].copy_from_slice(&MAGIC);
+        b[4..6].copy_from_slice(&pre.version.to_le_bytes());
+        b[48..56].copy_from_slice(&pre.table_offset.to_le_bytes());
+        b[56..64].copy_from_slice(&pre.table_len.to_le_bytes());
+        let e = Preamble::read(&b, 300_000).unwrap_err();
+        assert!(matches!(e, DecodeError::Corrupt(_)));
+        assert_eq!(
+            e.to_string(),
+            "archive is truncated or damaged: segment table [565842, +743) \
+             does not end the 300000-byte archive"
+        );
     }
 }

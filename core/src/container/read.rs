@@ -100,7 +100,7 @@ const QUEUED: usize = 2;
 
 fn io_err(e: std::io::Error) -> DecodeError {
     if e.kind() == std::io::ErrorKind::UnexpectedEof {
-        DecodeError::corrupt("archive ends early")
+        DecodeError::damaged("it ends early")
     } else {
         DecodeError::io("<archive>", e)
     }
@@ -176,11 +176,11 @@ impl<R: ReadAt> Archive<R> {
         let seg = self
             .segments
             .get(s)
-            .ok_or_else(|| DecodeError::corrupt(format!("no segment {s}")))?;
+            .ok_or_else(|| DecodeError::damaged(format!("no segment {s}")))?;
         let reg = seg
             .regions
             .get(r)
-            .ok_or_else(|| DecodeError::corrupt(format!("segment {s} has no region {r}")))?;
+            .ok_or_else(|| DecodeError::damaged(format!("segment {s} has no region {r}")))?;
         let mut body = vec![0u8; reg.body_len as usize];
         self.src
             .read_exact_at(reg.body_offset, &mut body)
@@ -226,7 +226,7 @@ impl<R: ReadAt> Archive<R> {
         let seg = self
             .segments
             .get(s)
-            .ok_or_else(|| DecodeError::corrupt(format!("no segment {s}")))?;
+            .ok_or_else(|| DecodeError::damaged(format!("no segment {s}")))?;
         // The table's length is untrusted: grow as regions decode.
         let mut out = Vec::with_capacity((seg.desc.len as usize).min(64 << 20));
         for r in 0..seg.regions.len() {

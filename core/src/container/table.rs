@@ -47,11 +47,11 @@ pub(crate) fn unpack_table(stored: &[u8]) -> Result<Vec<u8>, DecodeError> {
     let raw = match encoding {
         0 => body.to_vec(),
         1 => zstd::bulk::decompress(body, raw_len as usize)
-            .map_err(|e| DecodeError::corrupt(format!("segment table: {e}")))?,
-        e => return Err(DecodeError::corrupt(format!("unknown table encoding {e}"))),
+            .map_err(|e| DecodeError::damaged(format!("segment table: {e}")))?,
+        e => return Err(DecodeError::damaged(format!("unknown table encoding {e}"))),
     };
     if raw.len() as u64 != raw_len {
-        return Err(DecodeError::corrupt("segment table has the wrong length"));
+        return Err(DecodeError::damaged("segment table has the wrong length"));
     }
     Ok(raw)
 }
@@ -90,7 +90,7 @@ pub(crate) fn read_table(bytes: &[u8], pre: &Preamble) -> Result<Vec<Segment>, D
     let count = r.varint()?;
     // Every segment needs at least 8 table bytes: no allocation past the table.
     if count > bytes.len() as u64 / 8 + 1 {
-        return Err(DecodeError::corrupt("segment count larger than the table"));
+        return Err(DecodeError::damaged("segment count larger than the table"));
     }
     let mut segments = Vec::new();
     let mut pos = 0u64;
@@ -100,15 +100,15 @@ pub(crate) fn read_table(bytes: &[u8], pre: &Preamble) -> Result<Vec<Segment>, D
             0 => SegmentKind::Bytes,
             1 => SegmentKind::Tensor,
             k => {
-                return Err(DecodeError::corrupt(format!(
+                return Err(DecodeError::damaged(format!(
                     "segment {i}: unknown kind {k}"
                 )));
             }
         };
         let dtype = Dtype::from_wire_id(r.u8()?)
-            .ok_or_else(|| DecodeError::corrupt(format!("segment {i}: unknown dtype")))?;
+            .ok_or_else(|| DecodeError::damaged(format!("segment {i}: unknown dtype")))?;
         if (kind == SegmentKind::Bytes) != (dtype == Dtype::Bytes) {
-            return Err(DecodeError::corrupt(format!(
+            return Err(DecodeError::damaged(format!(
                 "segment {i}: kind and dtype disagree"
             )));
         }
@@ -121,7 +121,7 @@ pub(crate) fn read_table(bytes: &[u8], pre: &Preamble) -> Result<Vec<Segment>, D
             });
         }
         let name = std::str::from_utf8(r.bytes(name_len as usize)?)
-            .map_err(|_| DecodeError::corrupt(format!("segment {i}: name is not UTF-8")))?
+            .map_err(|_| DecodeError::damaged(format!("segment {i}: name is not UTF-8")))?
             .to_owned();
         let ndims = r.varint()?;
         if ndims > MAX_DIMS {
@@ -138,7 +138,7 @@ pub(crate) fn read_table(bytes: &[u8], pre: &Preamble) -> Result<Vec<Segment>, D
         let offset = r.varint()?;
         let len = r.varint()?;
         if offset != pos || len == 0 {
-            return Err(DecodeError::corrupt(format!(
+            return Err(DecodeError::damaged(format!(
                 "segment {i}: [{offset}, +{len}) does not follow the previous segment"
             )));
         }
@@ -146,11 +146,11 @@ pub(crate) fn read_table(bytes: &[u8], pre: &Preamble) -> Result<Vec<Segment>, D
             .checked_add(len)
             .filter(|&p| p <= pre.original_len)
             .ok_or_else(|| {
-                DecodeError::corrupt(format!("segment {i}: past the end of the file"))
+                DecodeError::damaged(format!("segment {i}: past the end of the file"))
             })?;
         let wb = dtype.word_bytes() as u64;
         if len % wb != 0 {
-            return Err(DecodeError::corrupt(format!(
+            return Err(DecodeError::damaged(format!(
                 "segment {i}: length not a whole number of words"
             )));
         }
@@ -164,12 +164,12 @@ pub(crate) fn read_table(bytes: &[u8], pre: &Preamble) -> Result<Vec<Segment>, D
         }
         let nregions = r.varint()?;
         if nregions != (len / wb).div_ceil(region_words) {
-            return Err(DecodeError::corrupt(format!(
+            return Err(DecodeError::damaged(format!(
                 "segment {i}: wrong region count"
             )));
         }
         if nregions > r.remaining() as u64 / 9 {
-            return Err(DecodeError::corrupt(format!(
+            return Err(DecodeError::damaged(format!(
                 "segment {i}: region list larger than the table"
             )));
         }
@@ -193,7 +193,7 @@ pub(crate) fn read_table(bytes: &[u8], pre: &Preamble) -> Result<Vec<Segment>, D
                 .checked_add(body_len)
                 .filter(|&b| b <= pre.table_offset)
                 .ok_or_else(|| {
-                    DecodeError::corrupt(format!("segment {i}: programs overrun the table"))
+                    DecodeError::damaged(format!("segment {i}: programs overrun the table"))
                 })?;
         }
         segments.push(Segment {
@@ -210,15 +210,15 @@ pub(crate) fn read_table(bytes: &[u8], pre: &Preamble) -> Result<Vec<Segment>, D
         });
     }
     if r.remaining() != 0 {
-        return Err(DecodeError::corrupt("trailing bytes in the segment table"));
+        return Err(DecodeError::damaged("trailing bytes in the segment table"));
     }
     if pos != pre.original_len {
-        return Err(DecodeError::corrupt(
+        return Err(DecodeError::damaged(
             "segments do not cover the original file",
         ));
     }
     if body != pre.table_offset {
-        return Err(DecodeError::corrupt(
+        return Err(DecodeError::damaged(
             "programs do not fill the archive body",
         ));
     }
