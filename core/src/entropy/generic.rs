@@ -1,6 +1,5 @@
 //! The generic codec: one zstd frame.
 
-
 /// `data` as one zstd frame at `level`, with this thread's compression
 /// context: a fresh context zeroes (and first touches) its match tables on
 /// every call, which on small inputs at high levels cost more than the
