@@ -35,10 +35,10 @@ impl Workers {
 }
 
 /// Workers for `n` threads (0 = all cores): one pool per number of threads
-/// for the life of the process. (A pool of its own for every file started
-/// threads per file, and code on a thread outside the pool handed each
-/// batch of regions over and slept until it was done: at one thread,
-/// human-tfjs's 41 files spent a sixth of their time waking threads.)
+/// for the life of the process. A pool per file would start threads per
+/// file, and a thread outside the pool handing each batch of regions over
+/// and sleeping until it is done spends much of a small file's time waking
+/// threads.
 pub(crate) fn pool(n: usize) -> Workers {
     static POOLS: std::sync::Mutex<Vec<(usize, std::sync::Arc<rayon::ThreadPool>)>> =
         std::sync::Mutex::new(Vec::new());

@@ -91,11 +91,9 @@ impl<T: ReadAt + ?Sized> ReadAt for &T {
 }
 
 /// Batches decoded and waiting to be written, with two threads or more
-/// (besides the one being written and the one being decoded). With none
-/// queued, as before, the pool sat idle while the last of each batch was
-/// hashed and written; 2 cores, `decompress -T 2`, fastest of 3: astra
-/// 392 -> 321 ms, gemma 431 -> 383, human-tfjs 410 -> 385 (1: 329, 385,
-/// 406; 4: 320, 377, 377).
+/// (besides the one being written and the one being decoded): with none
+/// queued the pool sits idle while the last of each batch is hashed and
+/// written. Past two, decoding gets no faster.
 const QUEUED: usize = 2;
 
 fn io_err(e: std::io::Error) -> DecodeError {

@@ -208,9 +208,8 @@ impl Split {
 }
 
 /// Fields a thread has cut and is done with ([`recycle_fields`]), kept
-/// for its next cuts: a new field was zeroed (and, for a region's 256K
-/// words, faulted in) only to be overwritten by the cut, 269 M of
-/// human-tfjs's 15.3 G instructions.
+/// for its next cuts: a new field is zeroed (and, for a region's 256K
+/// words, faulted in) only to be overwritten by the cut.
 const SPARE_FIELDS: usize = 16;
 /// Bytes of capacity those may hold in all (per thread).
 const SPARE_FIELD_BYTES: usize = 8 << 20;

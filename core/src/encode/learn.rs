@@ -19,13 +19,9 @@ pub struct LearnOptions {
     /// Search budget used on each sampled tensor (larger than the default).
     pub budget: u32,
     /// Most tensors sampled: two a group of tensors, at least 96 (or this
-    /// maximum). With `quotas`, human-tfjs (119 groups) compresses in 775
-    /// ms of CPU with a prior learned from 192, 34 KB (0.026%) larger than
-    /// with 96 taken round-robin, in 892 ms; from 96, 153 KB larger; from
-    /// 384, 16 KB larger in 830 ms (a larger sample sees more near-ties,
-    /// and the prior is less sure). On the other five models (5-15 groups)
-    /// 192 gains nothing on 96 and takes up to twice as long to learn
-    /// (astra 149 against 90 ms of CPU).
+    /// maximum). A model of many groups needs more than 96 to tell its
+    /// kinds of tensor apart; a larger sample sees more near-ties (the
+    /// prior is less sure) and takes longer to learn.
     pub max_tensors: usize,
     /// Worker threads (0 = all).
     pub threads: usize,

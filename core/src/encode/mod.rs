@@ -94,16 +94,15 @@ fn compress_on_pool<W: Sink>(
         return encode_segments(src, name, descs, opts.region_words, 19, out, opts);
     }
     // The file is read once, whole (it is small): both codings and the
-    // screen read it from memory. (Read again for the screen after the
-    // tensors were coded: human-tfjs's 37 such files 2% slower.)
+    // screen read it from memory.
     let whole = match src.slice_at(0, len as usize) {
         Some(s) => Cow::Borrowed(s),
         None => Cow::Owned(src.read_prefix(len as usize).map_err(|e| io(&label, e))?),
     };
     let src: &[u8] = &whole;
     // Reserved whole (archives are rarely larger than their source; pages
-    // never written are never touched): grown by doubling, the archive was
-    // copied twice over (human-tfjs's 37 files: 55 ms of 1.9 s).
+    // never written are never touched): grown by doubling, the archive
+    // would be copied twice over.
     let mut tensors = std::io::Cursor::new(Vec::with_capacity(len as usize));
     let spans: Vec<(u64, u64)> = descs
         .iter()

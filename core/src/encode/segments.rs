@@ -83,8 +83,8 @@ pub(crate) fn read_sample<'s>(
 }
 
 /// Bytes of a region of a segment coded with the generic codec: one zstd
-/// window sees that much (a tensor cut into 512 KiB regions compressed 15%
-/// worse than whole, e.g. whisper's position encodings).
+/// window sees that much (matches span a tensor; cut into small regions,
+/// such a tensor compresses markedly worse than whole).
 const GENERIC_REGION_BYTES: u64 = 8 << 20;
 
 /// Regions hold whole rows when a row fits (so block fields stay aligned);
@@ -94,13 +94,9 @@ const GENERIC_REGION_BYTES: u64 = 8 << 20;
 /// 4 bytes or more gets the smallest regions whose streams still use 32
 /// rANS states ([`crate::entropy::WIDE_SYMBOLS`] words, rounded up to whole
 /// rows): a region has its own coder tables, and an embedding table's
-/// statistics drift from token to token. On minilm (f32; its word
-/// embeddings are half of it) that is 171 rows of 384 words instead of
-/// 2^18 words (with 32 states from 2^17 words, 342 rows were 55 KB, 0.07%,
-/// smaller than 2^18 words and as fast; 171 rows are 23 KB smaller again).
-/// The other f32 tensors gain nothing from smaller regions (human-tfjs's
-/// lose 4 KB); whisper's f16 token embedding takes 20 KB more in regions
-/// of 2^17 words, so 16-bit words keep theirs.
+/// statistics drift from token to token. Other tensors gain nothing from
+/// smaller regions, and 16-bit embeddings lose (their tables cost more
+/// than the drift saves), so they keep theirs.
 pub(crate) fn segment_region_words(d: &SegmentDesc, region_words: u64, generic: bool) -> u64 {
     let word_bytes = d.dtype.word_bytes() as u64;
     let row = search::row_words(&d.shape);

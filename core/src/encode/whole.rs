@@ -12,18 +12,13 @@ use crate::container::xxh3;
 pub const WHOLE_FILE_MAX: u64 = 8 << 20;
 
 /// Bytes of the sample [`whole_may_win`] codes at both levels, in
-/// [`WHOLE_SAMPLE_SLICES`] slices spread over the file. (512 KiB before:
-/// the six models' archives are byte-identical with 128 KiB, human-tfjs's
-/// 41 files compress 2-4% faster.)
+/// [`WHOLE_SAMPLE_SLICES`] slices spread over the file: enough to rate
+/// the file, and cheap next to coding it.
 pub(super) const WHOLE_SAMPLE_BYTES: usize = 128 << 10;
 
-/// Slices of [`WHOLE_SAMPLE_BYTES`]: 16 of 8 KiB. With four of 32 KiB the
-/// sample missed what sets a file's rate: 4 of human-tfjs's 37 files up to
-/// [`WHOLE_FILE_MAX`] passed the sample's screen, two of them at 0.80 and
-/// 0.84 of their archive, and each was then coded whole at -1 with long
-/// matches (6-23 ms) to find it 1-12% larger than its archive. With 16
-/// slices one of them passes (at 0.99; at 64 slices, the same one at
-/// 1.03); the six models' archives are byte-identical.
+/// Slices of [`WHOLE_SAMPLE_BYTES`]: 16 of 8 KiB. A few large slices miss
+/// what sets a file's rate, and files then pass the screen only to be
+/// coded whole and found larger.
 const WHOLE_SAMPLE_SLICES: usize = 16;
 
 /// Bytes of a tensor hashed as one block by [`cross_tensor_repeats`].
@@ -38,11 +33,8 @@ pub(super) const REPEAT_BLOCK: usize = 1024;
 /// within 5% of the archive. Then the file at -1 with long matches over all
 /// of it must too, and, scaled by what -22 gains over -1 on the sample,
 /// beat it. A file no larger than the sample is tried at -1 whole.
-///
-/// (Before, the screen was zstd -1 of the whole file: 0.16 s of
-/// human-tfjs's 1.5 s, and blind to repeats further apart than -1's
-/// window: a file of two 2 MiB f16 tensors, the second the first with one
-/// value changed, stayed at 0.84 where whole it is 0.46.)
+/// (zstd -1 of the whole file alone would be slower and blind to repeats
+/// further apart than -1's window.)
 pub(super) fn whole_may_win(whole: &[u8], tensors: &[(u64, u64)], archive: u64) -> bool {
     let z =
         |b: &[u8], level| crate::entropy::zstd_compress(b, level).map_or(usize::MAX, |z| z.len());
@@ -110,8 +102,8 @@ fn zstd_long(data: &[u8], level: i32) -> usize {
 /// A block is looked up by a fingerprint of four of its words, and a block
 /// with the same fingerprint compared byte for byte; blocks that share a
 /// fingerprint but differ (sparse tensors, zero at the four words) are
-/// told apart by their xxh3. (xxh3 of every block into a `HashSet` was 3x
-/// the time: 25 ms of human-tfjs's 37 small files.)
+/// told apart by their xxh3 (hashing every block whole is several times
+/// slower).
 pub(super) fn cross_tensor_repeats(whole: &[u8], tensors: &[(u64, u64)]) -> u64 {
     use std::collections::hash_map::Entry;
     let blocks = tensors

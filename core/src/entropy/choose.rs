@@ -160,13 +160,9 @@ pub const SYMBOL_COST: f64 = 0.01 / 8.0;
 
 /// Symbols from which rANS streams use 32 states (see [`Codec::fit`]): the
 /// vector encoders and decoders step through those, where 4 states are
-/// coded one symbol at a time, bound by each state's chain of multiplies
-/// (order 0 on an AMD Zen 3 with AVX2: 0.8 against ~2.5 ns a symbol to
-/// encode). From 2^16 instead of 2^17: human-tfjs's regions put 19.6M
-/// symbols in 207 such streams, 3-5% less CPU to compress for 18 KB
-/// (0.014%); minilm 23 KB smaller (its embedding regions, sized from
-/// this, are half as long), astra 1.7 KB, whisper 1.7 KB, gemma 7.3 KB and
-/// silero 164 B larger. (On the earlier AVX-512 machine it was no faster.)
+/// coded one symbol at a time, bound by each state's chain of multiplies.
+/// Below this, a stream's 32 states cost more in flushed state than the
+/// speed is worth.
 pub const WIDE_SYMBOLS: usize = 1 << 16;
 
 /// Symbols the decoder steps through for `n` words of `width` bits in `codec`.
@@ -194,18 +190,11 @@ pub const CONTEXT_MIN_WORDS: usize = 8192;
 /// What a context coder's symbol costs on top of [`SYMBOL_COST`]: 0.08
 /// bit. Its table is chosen per symbol (gathered from one of up to 256
 /// tables where order 0 keeps one in registers), and its symbols are
-/// counted under their contexts in every region: measured on astra's
-/// exponents, order 1 encodes about 1.2 ns and decodes 0.5 ns a symbol
-/// slower than order 0, and astra compresses 20% faster with no context
-/// coder at all. Their gain is concentrated (on astra's exponents 30% of
-/// the words hold 72% of order 1's 0.93 MB), so a context coder has to
-/// earn its time: at 0.01 bit (the rate [`SYMBOL_COST`] prices a decoded
-/// symbol at) astra's compression kept 64% of its budget-0 speed (CPU
-/// time, fastest of three), at 0.08 bit 70-73% for 0.32 MB (0.13%) more,
-/// and it decodes 5% faster; minilm, silero and gemma are byte-identical,
-/// whisper 364 B and human-tfjs 42 KB (0.03%) larger. (On astra, 0.05 bit
-/// cost 0.14 MB for 68%, 0.07 bit 0.22 MB for 70%, 0.09 bit 0.32 MB for
-/// 72%, 0.16 bit 0.43 MB for 75%.)
+/// counted under their contexts in every region, so it encodes and decodes
+/// markedly slower than order 0. Its gain is concentrated in a few
+/// streams, so a context coder has to earn its time: this rate keeps most
+/// of its size gains and drops the ones that cost the most time for the
+/// least.
 pub const CONTEXT_SYMBOL_COST: f64 = 0.08 / 8.0;
 
 /// What stepping through the symbols of `n` words of `width` bits in
@@ -229,11 +218,8 @@ pub fn cost(codec: Codec, bytes: usize, n: usize, width: u8) -> f64 {
 /// is below this many times the cost of the best codec so far (Huffman's
 /// exact size, or raw, or bit-packed): on the short streams it codes exactly
 /// the estimate runs ~2% high on average (tables), so one a hair above
-/// may still win. Of the 1094 order-0 streams human-tfjs encoded at 1.02,
-/// those estimated 1.01-1.02 times the best won 9 times in 495 (503 bytes
-/// in all), and those at 1.005-1.01 won 62 times in 287 (537 bytes): at
-/// 1.005, 782 encodes (13.4M symbols, most of them on the 4-state scalar
-/// coder) are skipped for 1 KB.
+/// may still win; past this margin the wins are too rare and too small to
+/// pay for the encodes.
 pub(super) const ORDER0_ENCODE_MARGIN: f64 = 1.005;
 
 /// Encode `words` of `width` bits with the cheapest codec (see [`cost`]).

@@ -2,9 +2,8 @@
 
 /// `data` as one zstd frame at `level`, with this thread's compression
 /// context: a fresh context zeroes (and first touches) its match tables on
-/// every call, which on small inputs at high levels cost more than the
-/// compression (astra: 30 ms of page faults in region coding). A reused
-/// context gives the same frame.
+/// every call, which on small inputs at high levels costs more than the
+/// compression. A reused context gives the same frame.
 pub fn zstd_compress(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
     thread_local! {
         static CCTX: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =

@@ -391,13 +391,8 @@ pub(super) fn best_candidates<W: Word>(
 /// functions compute it alike (with an order-0 rANS estimate on one side
 /// and its exact size on the other, a stream near the line was weighed
 /// with its context coders by one only). Fields narrower than a byte
-/// always compress against raw, and are always weighed. Against no rule
-/// (fastest of 3 alternated runs, CPU, one prior per model): human-tfjs
-/// 1038 -> 973 ms, 784 B larger; gemma 836 -> 645 ms; astra 4.2 KB
-/// smaller; gemma, minilm, silero and whisper byte-identical. (With the
-/// rule on the cheapest order-0 price instead of Huffman's, the same
-/// archives: at 0.98 human-tfjs 621 B larger and astra 3.7 KB smaller; at
-/// 0.90, 8 KB larger and 28 KB smaller; at 0.80, 24 and 99 KB larger.)
+/// always compress against raw, and are always weighed. Lower shares
+/// skip context coders that would have won.
 pub(super) const NEAR_RAW: f64 = 0.95;
 
 /// A context coder must be estimated this much cheaper (as a fraction)

@@ -24,11 +24,8 @@ use crate::dsl::{MapOp, ScanOp, Split, wire};
 use crate::dtype::Dtype;
 
 /// Tensors of at most this many words are searched whole: candidates are
-/// coded exactly, and the winner is what is written. (Against 64K words:
-/// the tensors of 32K-64K words are priced on a sample and coded once, not
-/// coded exactly once per candidate; human-tfjs search 1.04 -> 0.9 s,
-/// 6 KB larger in 131.5 MB; astra 240 B smaller; the other four models
-/// byte-identical.)
+/// coded exactly, and the winner is what is written. Larger tensors are
+/// priced on a sample and coded once, not once per candidate.
 pub const WHOLE_WORDS: u64 = 1 << 15;
 /// Words of a larger tensor the search prices candidates on. (Against
 /// 64K-word samples: half the search time, the same archives within
@@ -45,22 +42,15 @@ pub const STOP_BITS: f64 = 5.0;
 /// full, for a few hundred bytes at stake, where a sampled tensor's
 /// candidates cost a sample's pricing for its whole length's gain. Past
 /// this stop only the generic codec is still noted (it is judged last,
-/// and screened cheaply). Against 5 bits, human-tfjs (41 models, one
-/// prior): 9887 -> 5539 candidates judged, search 0.73 -> 0.53 s, archive
-/// 10.3 KB larger in 131.5 MB (0.008%); at 3 bits 8.8 KB larger for
-/// 0.07 s more; at 1 bit, 1 MB larger. astra 321 B larger; whisper,
-/// minilm, silero and gemma byte-identical. The committed MiniLM cut
-/// (`testdata/minilm-f32`, small tensors only) is 1.7 KB (0.36%) larger:
-/// 7 candidates judged instead of 11.
+/// and screened cheaply). A lower stop judges far fewer candidates for a
+/// few bytes in a hundred thousand; a much lower one loses real size.
 pub const STOP_BITS_WHOLE: f64 = 2.0;
 
 /// The generic codec on whole words (zstd -19, the search's slowest
 /// candidate: a few ms on a 64K-word tensor) is judged only where the
 /// prior gives it at least 2^-5 (its byte-plane form, zstd -1 then -9, is
-/// judged wherever the generic production is reached). On human-tfjs (41
-/// models, one prior), where zstd -19 had been judged on 279 tensors and
-/// won on 8, search 1.09 -> 0.96 s, archives 1.2 KB larger; the other
-/// models and the committed test checkpoint are unchanged or smaller.
+/// judged wherever the generic production is reached): where a learned
+/// prior has seen it lose, it rarely wins.
 pub const GENERIC_MAX_BITS: f64 = 5.0;
 
 /// What the search is asked to code.
@@ -71,7 +61,7 @@ pub struct Target<'a> {
     /// The same words as the little-endian bytes they were read from
     /// (`width / 8` a word), when the caller has them: float splits cut
     /// their byte fields from these, which are otherwise made from
-    /// `words` (2% of human-tfjs's instructions beyond SHA-256).
+    /// `words`.
     pub le: Option<&'a [u8]>,
     /// Word width.
     pub width: u8,
@@ -102,8 +92,7 @@ pub struct Synthesis {
     pub judged: u32,
     /// The chosen program itself when the sample is the whole tensor: it
     /// is then coded exactly, by the literal chooser that weighs the most
-    /// codecs, so a tensor in one region need not be coded again (on the
-    /// six models: 65 bytes smaller on astra, 2 larger on gemma).
+    /// codecs, so a tensor in one region need not be coded again.
     pub node: Option<crate::dsl::Node>,
 }
 
@@ -319,8 +308,8 @@ fn children(s: &Shape) -> Vec<&Shape> {
 }
 
 /// The first hole in preorder of a shape of `width` bits: (parent label,
-/// width, depth). Only the hole's parent is labelled (every node on the
-/// way was, each label formatted: ~2% of human-tfjs's search samples).
+/// width, depth). Only the hole's parent is labelled (formatting a label
+/// for every node on the way is a visible share of the search).
 fn first_hole(s: &Shape, width: u8) -> Option<(String, u8, usize)> {
     /// The hole: (its parent and index there, width, depth).
     type Found<'s> = (Option<(&'s Shape, usize)>, u8, usize);
@@ -434,10 +423,7 @@ pub fn productions_of(t: &Target<'_>, s: &Shape) -> Vec<(HoleContext, &'static s
 /// Whether the generic codec could beat `incumbent` bytes: zstd -3 of the
 /// sample must come within 5% of it before zstd -19 is paid for, and when
 /// -3 does not beat it outright, zstd -9 must (-19 wins there only where a
-/// deeper parse finds matches the greedy -3 missed, and -9 finds them:
-/// silero's 0.53x, a human-tfjs tensor's 0.89x). On the six models -19 ran
-/// on 150 samples; the -9 test skips 89 of them (all 38 of gemma's, at ~3
-/// ms each, and 51 of human-tfjs's), losing one win of 353 bytes.
+/// deeper parse finds matches the greedy -3 missed, and -9 finds them).
 /// `raw` are the target's little-endian bytes.
 fn generic_may_win(raw: &[u8], incumbent: usize) -> bool {
     let z = |level| crate::entropy::zstd_compress(raw, level).map_or(0, |z| z.len());
@@ -463,14 +449,11 @@ fn generic_penalty(t: &Target<'_>) -> usize {
     target_bytes(t) / GENERIC_PENALTY_DIV
 }
 
-/// zstd -19 encodes tensor bytes at 46-346 ns a byte (human-tfjs's U8,
-/// F16 and F32 tensors of 64 KiB and more), the field coders at 3-5: at
-/// the rate [`crate::entropy::SYMBOL_COST`] prices time (0.01 bit per
-/// ~1.5 ns) the lower end is 0.3 bit a byte, 1/24. Without it, zstd -19
-/// won on sampled tensors by ~1% and was paid again on the whole tensor:
-/// human-tfjs (41 models, one prior) compressed in 1223 ms of CPU, 1085
-/// with it, 13 KB (0.01%) larger; at 1/16, 1077 ms and 18 KB; at 1/48,
-/// 1132 ms and 12 KB. The other five models are byte-identical.
+/// zstd -19 encodes tensor bytes at tens to hundreds of ns a byte, the
+/// field coders at 3-5: at the rate [`crate::entropy::SYMBOL_COST`]
+/// prices time (0.01 bit per ~1.5 ns) the lower end is 0.3 bit a byte,
+/// 1/24. Without it, zstd -19 wins on sampled tensors by ~1% and is paid
+/// again on the whole tensor.
 const GENERIC_PENALTY_DIV: usize = 24;
 
 /// Whether zstd on the target's byte planes could beat `incumbent` bytes:
@@ -626,8 +609,8 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
     }
     if generic_pending && judged < budget {
         judged += 1;
-        // zstd is slow to encode (tens of MB/s at -19, where the field
-        // coders run at hundreds): it must save more than that costs, at
+        // zstd is slow to encode (an order of magnitude slower at -19 than
+        // the field coders): it must save more than that costs, at
         // the rate SYMBOL_COST prices decoding (0.01 bit per ~1.5 ns).
         // The target's bytes for both screens: those made for the float
         // splits, or made here once.
@@ -637,8 +620,8 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
         } else {
             le
         };
-        // zstd's matches need the whole sample (on a quarter of it, silero's
-        // tensors that zstd codes best lost 18% to the field coders).
+        // zstd's matches need the whole sample (on a part of it, tensors
+        // that zstd codes best lose to the field coders).
         let cfg = Instantiate {
             le_bytes: (!le.is_empty()).then_some(le),
             overhead: share(n),
@@ -695,10 +678,9 @@ fn le_bytes_of<'b>(t: &Target<'b>, made: &'b mut Vec<u8>) -> &'b [u8] {
 
 /// Words of a target's sample its structured candidates are priced on: a
 /// quarter of a tensor of at most 4 samples' words (whole rows of it, at
-/// least [`crate::entropy::CONTEXT_MIN_WORDS`]), else the whole sample. A
-/// tensor of 32K-128K words was priced on a sample of a quarter to all of
-/// its words, and the search cost up to what coding it does; human-tfjs
-/// has 310 such tensors.
+/// least [`crate::entropy::CONTEXT_MIN_WORDS`]), else the whole sample:
+/// pricing a mid-sized tensor on all of its words would cost the search
+/// up to what coding it does.
 fn priced_words(t: &Target<'_>) -> usize {
     let n = t.words.len();
     if t.total_words <= n as u64 || t.total_words > 4 * SAMPLE_WORDS {

@@ -380,7 +380,7 @@ pub(crate) fn count(syms: &[u8], ctx: &Context<'_>) -> Counts {
 
 /// [`count`] without contexts of symbols that are all 0 or 1 (a sign
 /// field): their sum, which vectorizes, instead of a histogram's
-/// increments (human-tfjs counts 12.9M such symbols at the default).
+/// increments (sign fields are many and long).
 pub(crate) fn count_bits(syms: &[u8]) -> Counts {
     debug_assert!(syms.iter().all(|&s| s <= 1), "symbols other than 0 and 1");
     let ones: usize = syms
@@ -632,9 +632,8 @@ struct Sink {
 }
 
 /// Slots (of the buffer's capacity) up to which a thread keeps its
-/// [`Sink`]'s buffer for the next stream (8 MiB): a fresh one was zeroed
-/// and faulted in for every stream, two bytes a symbol (on human-tfjs
-/// about 1-2% of compression's CPU time, in memset and page faults).
+/// [`Sink`]'s buffer for the next stream (8 MiB): a fresh one would be
+/// zeroed and faulted in for every stream, two bytes a symbol.
 const KEEP_SINK: usize = 1 << 22;
 
 thread_local! {
