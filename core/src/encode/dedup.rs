@@ -1,8 +1,13 @@
 //! Tensors identical to an earlier one, found by a hash of their edges and
 //! confirmed byte for byte: they become references.
 
+use std::collections::HashMap;
+
+use super::io;
 use super::segments::read_cow;
+use crate::container::SegmentKind;
 use crate::container::{ReadAt, SegmentDesc};
+use crate::error::EncodeError;
 
 /// Duplicates smaller than this are coded with their neighbours, not as
 /// references (a reference costs a segment of its own).
@@ -57,4 +62,45 @@ pub(super) fn same_bytes(
         pos += k as u64;
     }
     Ok(true)
+}
+
+/// For each segment, the earlier segment it is identical to, if any.
+pub(super) fn duplicates(
+    src: &dyn ReadAt,
+    descs: &[SegmentDesc],
+    label: &str,
+) -> Result<Vec<Option<usize>>, EncodeError> {
+    // Pass 1: duplicate candidates, by dtype, length and a hash of the
+    // tensor's edges (first, middle and last 4 KiB). Only candidates
+    // are read whole, to be compared byte for byte with up to
+    // MAX_DUP_CANDIDATES distinct tensors of their key: in a checkpoint
+    // without duplicates the file is read once, not twice. (Copies of a
+    // fifth distinct tensor sharing one key are coded on their own.)
+    let mut seg_key = vec![None; descs.len()];
+    for (i, d) in descs.iter().enumerate() {
+        if d.kind == SegmentKind::Tensor && d.len >= MIN_REF_BYTES {
+            let h = edge_hash(src, d).map_err(|e| io(label, e))?;
+            seg_key[i] = Some((d.dtype.wire_id(), d.len, h));
+        }
+    }
+
+    // Tensors identical to an earlier one become references (even into a
+    // group); the other small tensors are coded in groups.
+    // Each key keeps a few distinct tensors to compare later ones with.
+    let mut firsts: HashMap<(u8, u64, u128), Vec<usize>> = HashMap::new();
+    let mut dup_of: Vec<Option<usize>> = vec![None; descs.len()];
+    for (i, key) in seg_key.iter().enumerate() {
+        let Some(key) = key else { continue };
+        let seen = firsts.entry(*key).or_default();
+        for &j in seen.iter() {
+            if same_bytes(src, &descs[j], &descs[i]).map_err(|e| io(label, e))? {
+                dup_of[i] = Some(j);
+                break;
+            }
+        }
+        if dup_of[i].is_none() && seen.len() < MAX_DUP_CANDIDATES {
+            seen.push(i);
+        }
+    }
+    Ok(dup_of)
 }

@@ -27,7 +27,7 @@ pub struct CompressOptions {
     pub whole_file: bool,
     /// Prove the archive before handing it over: decode it and check the
     /// source's length and SHA-256 ([`EncodeError::SelfCheck`](crate::EncodeError::SelfCheck) otherwise;
-    /// [`compress_file`] then leaves nothing at the destination). This is
+    /// [`compress_file`](crate::compress_file) then leaves nothing at the destination). This is
     /// the only check that a program rebuilds its region: coding a region
     /// does not execute it a second time.
     pub verify: bool,

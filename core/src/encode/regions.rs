@@ -1,14 +1,13 @@
 //! Segments to regions to programs, written in order into the archive.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
-use super::dedup::{MAX_DUP_CANDIDATES, MIN_REF_BYTES, edge_hash, same_bytes};
+use super::dedup::duplicates;
 use super::segments::{read_cow, read_sample, segment_region_words};
 use super::{CompressOptions, CompressReport, file_label, io};
 use crate::container::{
@@ -63,43 +62,7 @@ pub(super) fn encode_segments<W: Write + Seek>(
     let mut file_sha = Sha256::new();
     let mut sha_at = 0u64;
 
-    // Pass 1: duplicate candidates, by dtype, length and a hash of the
-    // tensor's edges (first, middle and last 4 KiB). Only candidates
-    // are read whole, to be compared byte for byte with up to
-    // MAX_DUP_CANDIDATES distinct tensors of their key: in a checkpoint
-    // without duplicates the file is read once, not twice. (Copies of a
-    // fifth distinct tensor sharing one key are coded on their own.)
-    let mut seg_key = vec![None; descs.len()];
-    for (i, d) in descs.iter().enumerate() {
-        if d.kind == SegmentKind::Tensor && d.len >= MIN_REF_BYTES {
-            let h = edge_hash(src, d).map_err(|e| io(&label, e))?;
-            seg_key[i] = Some((d.dtype.wire_id(), d.len, h));
-        }
-    }
-
-    // Plans: references for duplicate tensors, a searched shape otherwise.
-    let prior = opts
-        .prior
-        .clone()
-        .unwrap_or_else(|| std::sync::Arc::new(Prior::uniform()));
-    // Tensors identical to an earlier one become references (even into a
-    // group); the other small tensors are coded in groups.
-    // Each key keeps a few distinct tensors to compare later ones with.
-    let mut firsts: HashMap<(u8, u64, u128), Vec<usize>> = HashMap::new();
-    let mut dup_of: Vec<Option<usize>> = vec![None; descs.len()];
-    for (i, key) in seg_key.iter().enumerate() {
-        let Some(key) = key else { continue };
-        let seen = firsts.entry(*key).or_default();
-        for &j in seen.iter() {
-            if same_bytes(src, &descs[j], &descs[i]).map_err(|e| io(&label, e))? {
-                dup_of[i] = Some(j);
-                break;
-            }
-        }
-        if dup_of[i].is_none() && seen.len() < MAX_DUP_CANDIDATES {
-            seen.push(i);
-        }
-    }
+    let dup_of = duplicates(src, &descs, &label)?;
     let alone: Vec<bool> = dup_of.iter().map(Option::is_some).collect();
     let (descs, place) = layout::group_small_tensors(descs, &alone);
     let mut plans: Vec<Option<Plan>> = (0..descs.len()).map(|_| None).collect();
@@ -112,36 +75,8 @@ pub(super) fn encode_segments<W: Write + Seek>(
         }
     }
     let search_start = std::time::Instant::now();
-    let searched: Vec<Result<Option<Searched>, EncodeError>> = pool.install(|| {
-        descs
-            .par_iter()
-            .zip(&plans)
-            .map(|(d, p)| {
-                if p.is_some() {
-                    return Ok(None);
-                }
-                if d.kind == SegmentKind::Bytes {
-                    return Ok(Some((Shape::Generic, 0, None)));
-                }
-                let (bytes, words) = read_sample(src, d).map_err(|e| io(&label, e))?;
-                let t = Target::of_segment(d, &bytes, &words, opts.region_words);
-                let syn = search::synthesize(&t, &prior, opts.budget);
-                Ok(Some((syn.shape, syn.judged, syn.node)))
-            })
-            .collect()
-    });
-    let mut judged = 0u64;
-    let mut searched_tensors = 0u64;
-    // Programs the search coded whole (tensors no larger than its sample).
-    let mut coded: Vec<Option<Node>> = vec![None; descs.len()];
-    for ((p, s), c) in plans.iter_mut().zip(searched).zip(&mut coded) {
-        if let Some((shape, j, node)) = s? {
-            judged += j as u64;
-            searched_tensors += (j > 0) as u64;
-            *p = Some(Plan::Shape(shape));
-            *c = node;
-        }
-    }
+    let (coded, judged, searched_tensors) =
+        search_segments(src, &descs, &mut plans, &label, &pool, opts)?;
     let search_seconds = search_start.elapsed().as_secs_f64();
 
     // Pass 2: regions in parallel batches, written in order.
@@ -312,6 +247,54 @@ pub(super) fn encode_segments<W: Write + Seek>(
         judged,
         search_seconds,
     })
+}
+
+/// The search's shape for every segment without a plan (duplicates have
+/// theirs): the programs it coded whole (tensors no larger than its
+/// sample), candidates judged, and tensors searched.
+fn search_segments(
+    src: &dyn ReadAt,
+    descs: &[SegmentDesc],
+    plans: &mut [Option<Plan>],
+    label: &str,
+    pool: &crate::pool::Workers,
+    opts: &CompressOptions,
+) -> Result<(Vec<Option<Node>>, u64, u64), EncodeError> {
+    let prior = opts
+        .prior
+        .clone()
+        .unwrap_or_else(|| std::sync::Arc::new(Prior::uniform()));
+    let searched: Vec<Result<Option<Searched>, EncodeError>> = pool.install(|| {
+        descs
+            .par_iter()
+            .zip(&plans[..])
+            .map(|(d, p)| {
+                if p.is_some() {
+                    return Ok(None);
+                }
+                if d.kind == SegmentKind::Bytes {
+                    return Ok(Some((Shape::Generic, 0, None)));
+                }
+                let (bytes, words) = read_sample(src, d).map_err(|e| io(label, e))?;
+                let t = Target::of_segment(d, &bytes, &words, opts.region_words);
+                let syn = search::synthesize(&t, &prior, opts.budget);
+                Ok(Some((syn.shape, syn.judged, syn.node)))
+            })
+            .collect()
+    });
+    let mut judged = 0u64;
+    let mut searched_tensors = 0u64;
+    // Programs the search coded whole (tensors no larger than its sample).
+    let mut coded: Vec<Option<Node>> = vec![None; descs.len()];
+    for ((p, s), c) in plans.iter_mut().zip(searched).zip(&mut coded) {
+        if let Some((shape, j, node)) = s? {
+            judged += j as u64;
+            searched_tensors += (j > 0) as u64;
+            *p = Some(Plan::Shape(shape));
+            *c = node;
+        }
+    }
+    Ok((coded, judged, searched_tensors))
 }
 
 /// Code one region with a shape. The program is not executed here: the
