@@ -22,8 +22,11 @@ pub enum DecodeError {
     /// Written by a newer Brevis.
     #[error("unsupported archive format version {0}")]
     UnsupportedVersion(u16),
-    /// A value is out of range or inconsistent.
-    #[error("corrupt archive: {0}")]
+    /// A value is out of range or inconsistent. The message says first
+    /// what is wrong with the archive ("corrupt archive: ..." or, for
+    /// its structure, "archive is truncated or damaged: ..."), then the
+    /// detail.
+    #[error("{0}")]
     Corrupt(String),
     /// A named limit would be exceeded.
     #[error("limit exceeded: {what} is {value}, the limit is {limit}")]
@@ -102,8 +105,14 @@ pub enum EncodeError {
 }
 
 impl DecodeError {
-    pub(crate) fn corrupt(msg: impl Into<String>) -> Self {
-        DecodeError::Corrupt(msg.into())
+    /// A value in a program or a coded stream is out of range.
+    pub(crate) fn corrupt(msg: impl std::fmt::Display) -> Self {
+        DecodeError::Corrupt(format!("corrupt archive: {msg}"))
+    }
+    /// The archive's structure (preamble, segment table, region offsets)
+    /// does not hold together: most often a file cut short in transit.
+    pub(crate) fn damaged(msg: impl std::fmt::Display) -> Self {
+        DecodeError::Corrupt(format!("archive is truncated or damaged: {msg}"))
     }
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         DecodeError::Io {

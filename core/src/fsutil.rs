@@ -22,11 +22,10 @@ static COUNTER: AtomicU64 = AtomicU64::new(0);
 pub const WRITE_CHUNK: usize = 1 << 20;
 
 /// A writer that hands its inner writer at most [`WRITE_CHUNK`] bytes a
-/// call (`write_all` loops over them). One write(2) of several MiB from
-/// memory cost the kernel 3-4x the time per byte of 1 MiB writes:
-/// compressing human-tfjs on one thread, 619-813 against 188-237 perf
-/// samples (of 7000-9000) in `write`, ~0.12 s; a `BufWriter` passes any
-/// write at least as long as its buffer straight through.
+/// call (`write_all` loops over them): one write(2) of several MiB from
+/// memory costs the kernel several times the time per byte of 1 MiB
+/// writes, and a `BufWriter` passes any write at least as long as its
+/// buffer straight through.
 #[derive(Debug)]
 pub struct Chunked<W>(pub W);
 

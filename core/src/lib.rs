@@ -21,6 +21,19 @@
 //! decodes long rANS streams with AVX-512 or AVX2 when the CPU has them. It
 //! is the only `unsafe` code, in `entropy::rans_simd`; the archives are the
 //! same.
+//!
+//! Modules in layers, lowest first; a module uses only the layers before
+//! its own, so decoding (layers 1-4) never reaches into encoding (5-6),
+//! which the `search` feature builds:
+//!
+//! 1. `error`, `dtype`, `progress`, `fsutil`, `words` (word and byte
+//!    helpers), `pool` (worker pools)
+//! 2. `entropy`: the literal coders
+//! 3. `dsl`: the language, its wire form and interpreter
+//! 4. `container`: the `.brv` format (preamble, table, layout, limits) and decoding
+//! 5. `search`: the program chooser and the prior
+//! 6. `encode`: compression (segments, duplicates, regions, whole-file
+//!    screen, self-check) and prior learning
 #![cfg_attr(not(feature = "unsafe-fast"), forbid(unsafe_code))]
 #![cfg_attr(feature = "unsafe-fast", deny(unsafe_code))]
 #![warn(missing_docs)]
@@ -28,24 +41,28 @@
 pub mod container;
 pub mod dsl;
 pub mod dtype;
+#[cfg(feature = "search")]
+mod encode;
 pub mod entropy;
 pub mod error;
 pub mod fsutil;
+mod pool;
 pub mod progress;
 #[cfg(feature = "search")]
 pub mod search;
+mod words;
 
 pub use container::{
-    ArchiveInfo, CompressOptions, CompressReport, DecompressOptions, DecompressReport, decompress,
-    decompress_file, decompress_to, ratio, read_info,
+    ArchiveInfo, DecompressOptions, DecompressReport, decompress, decompress_file, decompress_to,
+    ratio, read_info,
 };
-#[cfg(feature = "search")]
-pub use container::{compress, compress_file};
 pub use dtype::Dtype;
+#[cfg(feature = "search")]
+pub use encode::{CompressOptions, CompressReport, LearnOptions, compress, compress_file};
 pub use error::{DecodeError, EncodeError};
 pub use progress::{NoProgress, ProgressSink};
 #[cfg(feature = "search")]
-pub use search::{LearnOptions, Prior};
+pub use search::Prior;
 
 /// Version of the `.brv` format this crate writes (and the newest it reads).
 /// Version 2 added the 16-bit-renormalized rANS codecs (wire ids 7-10);

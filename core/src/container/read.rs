@@ -8,11 +8,12 @@ use sha2::{Digest, Sha256};
 
 use super::{
     ArchiveInfo, DecompressOptions, DecompressReport, PREAMBLE_LEN, Preamble, Segment, SegmentKind,
-    pool, read_table, xxh3,
+    read_table, xxh3,
 };
 use crate::dsl::exec::{NoRefs, Resolver, execute_into_bytes};
 use crate::dsl::{Node, wire};
 use crate::error::DecodeError;
+use crate::pool::pool;
 
 /// Random-access reads (positional, so threads can share one source).
 pub trait ReadAt: Sync {
@@ -90,16 +91,14 @@ impl<T: ReadAt + ?Sized> ReadAt for &T {
 }
 
 /// Batches decoded and waiting to be written, with two threads or more
-/// (besides the one being written and the one being decoded). With none
-/// queued, as before, the pool sat idle while the last of each batch was
-/// hashed and written; 2 cores, `decompress -T 2`, fastest of 3: astra
-/// 392 -> 321 ms, gemma 431 -> 383, human-tfjs 410 -> 385 (1: 329, 385,
-/// 406; 4: 320, 377, 377).
+/// (besides the one being written and the one being decoded): with none
+/// queued the pool sits idle while the last of each batch is hashed and
+/// written. Past two, decoding gets no faster.
 const QUEUED: usize = 2;
 
 fn io_err(e: std::io::Error) -> DecodeError {
     if e.kind() == std::io::ErrorKind::UnexpectedEof {
-        DecodeError::corrupt("archive ends early")
+        DecodeError::damaged("it ends early")
     } else {
         DecodeError::io("<archive>", e)
     }
@@ -175,11 +174,11 @@ impl<R: ReadAt> Archive<R> {
         let seg = self
             .segments
             .get(s)
-            .ok_or_else(|| DecodeError::corrupt(format!("no segment {s}")))?;
+            .ok_or_else(|| DecodeError::damaged(format!("no segment {s}")))?;
         let reg = seg
             .regions
             .get(r)
-            .ok_or_else(|| DecodeError::corrupt(format!("segment {s} has no region {r}")))?;
+            .ok_or_else(|| DecodeError::damaged(format!("segment {s} has no region {r}")))?;
         let mut body = vec![0u8; reg.body_len as usize];
         self.src
             .read_exact_at(reg.body_offset, &mut body)
@@ -225,7 +224,7 @@ impl<R: ReadAt> Archive<R> {
         let seg = self
             .segments
             .get(s)
-            .ok_or_else(|| DecodeError::corrupt(format!("no segment {s}")))?;
+            .ok_or_else(|| DecodeError::damaged(format!("no segment {s}")))?;
         // The table's length is untrusted: grow as regions decode.
         let mut out = Vec::with_capacity((seg.desc.len as usize).min(64 << 20));
         for r in 0..seg.regions.len() {
@@ -420,7 +419,7 @@ impl<R: ReadAt> Resolver for SegmentRefs<'_, R> {
         while (words.len() as u64) < n {
             let start = r as u64 * seg.region_words;
             let bytes = self.archive.decode_region(s, r, false)?;
-            let w = super::bytes_to_words(&bytes, width);
+            let w = crate::words::bytes_to_words(&bytes, width);
             let lo = offset.saturating_sub(start) as usize;
             let hi = (end - start).min(w.len() as u64) as usize;
             words.extend_from_slice(&w[lo..hi]);

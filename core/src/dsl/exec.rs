@@ -44,7 +44,7 @@ pub fn execute_bytes(node: &Node, refs: &dyn Resolver, width: u8) -> Result<Vec<
     }
     let words = execute(node, refs)?;
     let mut out = Vec::new();
-    crate::container::words_to_bytes(&words, width, &mut out);
+    crate::words::words_to_bytes(&words, width, &mut out);
     Ok(out)
 }
 

@@ -9,8 +9,7 @@ const MAX_LEN: u32 = 12;
 
 /// Code lengths for the counts (0 for absent symbols). A thread keeps its
 /// last answer: the literal chooser sizes a stream in Huffman, and when
-/// Huffman wins it encodes the same counts next (the lengths were 1 in 6
-/// of human-tfjs's `code_lengths` calls, ~0.5% of its compression).
+/// Huffman wins it encodes the same counts next.
 fn code_lengths(counts: &[u32; 256]) -> [u8; 256] {
     thread_local! {
         static LAST: std::cell::RefCell<([u32; 256], [u8; 256])> =
@@ -216,9 +215,8 @@ fn table_bytes(np: usize, data: usize) -> usize {
 /// A lower bound of [`size_parts`] from the counts alone, without the code
 /// lengths: no prefix code takes fewer bits than the counts' entropy, and
 /// the table's size follows from the symbols present. It tells the literal
-/// chooser, at a seventh of the cost (3.2 against 22.5 thousand
-/// instructions a call on human-tfjs), that a stream of nearly uniform bytes
-/// (a float's low mantissa bytes) gains nothing from Huffman.
+/// chooser, at a fraction of the cost, that a stream of nearly uniform
+/// bytes (a float's low mantissa bytes) gains nothing from Huffman.
 pub(crate) fn size_parts_bound(counts: &[u32; 256]) -> (usize, usize) {
     let np = counts.iter().filter(|&&c| c > 0).count();
     if np == 0 {

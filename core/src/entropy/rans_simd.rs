@@ -254,8 +254,7 @@ mod x86 {
     /// narrow, leaving out zero when only that makes them so (exponent
     /// contexts, whose zeros are order 1's first round and zero weights;
     /// the lanes out of range gather). Taken from the counts' contexts, not
-    /// from a pass over the conditioning stream (human-tfjs: 1% of its
-    /// compression's CPU time).
+    /// from another pass over the conditioning stream.
     fn narrow_contexts(present: &[u8]) -> Option<u8> {
         let (&lo, &hi) = (present.first()?, present.last()?);
         if hi - lo < 64 {

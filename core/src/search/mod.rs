@@ -16,21 +16,16 @@ pub mod shape;
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
-use std::path::Path;
 
 pub use prior::{HoleContext, Prior};
 pub use shape::{Instantiate, Shape, instantiate, instantiate_le_bytes};
 
 use crate::dsl::{MapOp, ScanOp, Split, wire};
 use crate::dtype::Dtype;
-use crate::error::EncodeError;
 
 /// Tensors of at most this many words are searched whole: candidates are
-/// coded exactly, and the winner is what is written. (Against 64K words:
-/// the tensors of 32K-64K words are priced on a sample and coded once, not
-/// coded exactly once per candidate; human-tfjs search 1.04 -> 0.9 s,
-/// 6 KB larger in 131.5 MB; astra 240 B smaller; the other four models
-/// byte-identical.)
+/// coded exactly, and the winner is what is written. Larger tensors are
+/// priced on a sample and coded once, not once per candidate.
 pub const WHOLE_WORDS: u64 = 1 << 15;
 /// Words of a larger tensor the search prices candidates on. (Against
 /// 64K-word samples: half the search time, the same archives within
@@ -47,22 +42,15 @@ pub const STOP_BITS: f64 = 5.0;
 /// full, for a few hundred bytes at stake, where a sampled tensor's
 /// candidates cost a sample's pricing for its whole length's gain. Past
 /// this stop only the generic codec is still noted (it is judged last,
-/// and screened cheaply). Against 5 bits, human-tfjs (41 models, one
-/// prior): 9887 -> 5539 candidates judged, search 0.73 -> 0.53 s, archive
-/// 10.3 KB larger in 131.5 MB (0.008%); at 3 bits 8.8 KB larger for
-/// 0.07 s more; at 1 bit, 1 MB larger. astra 321 B larger; whisper,
-/// minilm, silero and gemma byte-identical. The committed MiniLM cut
-/// (`testdata/minilm-f32`, small tensors only) is 1.7 KB (0.36%) larger:
-/// 7 candidates judged instead of 11.
+/// and screened cheaply). A lower stop judges far fewer candidates for a
+/// few bytes in a hundred thousand; a much lower one loses real size.
 pub const STOP_BITS_WHOLE: f64 = 2.0;
 
 /// The generic codec on whole words (zstd -19, the search's slowest
 /// candidate: a few ms on a 64K-word tensor) is judged only where the
 /// prior gives it at least 2^-5 (its byte-plane form, zstd -1 then -9, is
-/// judged wherever the generic production is reached). On human-tfjs (41
-/// models, one prior), where zstd -19 had been judged on 279 tensors and
-/// won on 8, search 1.09 -> 0.96 s, archives 1.2 KB larger; the other
-/// models and the committed test checkpoint are unchanged or smaller.
+/// judged wherever the generic production is reached): where a learned
+/// prior has seen it lose, it rarely wins.
 pub const GENERIC_MAX_BITS: f64 = 5.0;
 
 /// What the search is asked to code.
@@ -73,7 +61,7 @@ pub struct Target<'a> {
     /// The same words as the little-endian bytes they were read from
     /// (`width / 8` a word), when the caller has them: float splits cut
     /// their byte fields from these, which are otherwise made from
-    /// `words` (2% of human-tfjs's instructions beyond SHA-256).
+    /// `words`.
     pub le: Option<&'a [u8]>,
     /// Word width.
     pub width: u8,
@@ -93,32 +81,6 @@ pub struct Target<'a> {
     pub region: u64,
 }
 
-impl<'a> Target<'a> {
-    /// The target of tensor segment `d` from its sample (`bytes` as read by
-    /// [`crate::container::write::read_sample`], `words` the same words),
-    /// coded in regions of `region_words` (see
-    /// [`crate::container::write::segment_region_words`]). Compressing and
-    /// learning a prior search the same targets.
-    pub(crate) fn of_segment(
-        d: &'a crate::container::SegmentDesc,
-        bytes: &'a [u8],
-        words: &'a [u64],
-        region_words: u64,
-    ) -> Target<'a> {
-        Target {
-            words,
-            le: Some(bytes),
-            width: d.width(),
-            dtype: d.dtype,
-            name: &d.name,
-            rank: d.shape.len(),
-            total_words: d.len / d.dtype.word_bytes() as u64,
-            row: row_words(&d.shape),
-            region: crate::container::write::segment_region_words(d, region_words, false),
-        }
-    }
-}
-
 /// The search's answer.
 #[derive(Debug, Clone)]
 pub struct Synthesis {
@@ -130,8 +92,7 @@ pub struct Synthesis {
     pub judged: u32,
     /// The chosen program itself when the sample is the whole tensor: it
     /// is then coded exactly, by the literal chooser that weighs the most
-    /// codecs, so a tensor in one region need not be coded again (on the
-    /// six models: 65 bytes smaller on astra, 2 larger on gemma).
+    /// codecs, so a tensor in one region need not be coded again.
     pub node: Option<crate::dsl::Node>,
 }
 
@@ -347,8 +308,8 @@ fn children(s: &Shape) -> Vec<&Shape> {
 }
 
 /// The first hole in preorder of a shape of `width` bits: (parent label,
-/// width, depth). Only the hole's parent is labelled (every node on the
-/// way was, each label formatted: ~2% of human-tfjs's search samples).
+/// width, depth). Only the hole's parent is labelled (formatting a label
+/// for every node on the way is a visible share of the search).
 fn first_hole(s: &Shape, width: u8) -> Option<(String, u8, usize)> {
     /// The hole: (its parent and index there, width, depth).
     type Found<'s> = (Option<(&'s Shape, usize)>, u8, usize);
@@ -462,10 +423,7 @@ pub fn productions_of(t: &Target<'_>, s: &Shape) -> Vec<(HoleContext, &'static s
 /// Whether the generic codec could beat `incumbent` bytes: zstd -3 of the
 /// sample must come within 5% of it before zstd -19 is paid for, and when
 /// -3 does not beat it outright, zstd -9 must (-19 wins there only where a
-/// deeper parse finds matches the greedy -3 missed, and -9 finds them:
-/// silero's 0.53x, a human-tfjs tensor's 0.89x). On the six models -19 ran
-/// on 150 samples; the -9 test skips 89 of them (all 38 of gemma's, at ~3
-/// ms each, and 51 of human-tfjs's), losing one win of 353 bytes.
+/// deeper parse finds matches the greedy -3 missed, and -9 finds them).
 /// `raw` are the target's little-endian bytes.
 fn generic_may_win(raw: &[u8], incumbent: usize) -> bool {
     let z = |level| crate::entropy::zstd_compress(raw, level).map_or(0, |z| z.len());
@@ -491,14 +449,11 @@ fn generic_penalty(t: &Target<'_>) -> usize {
     target_bytes(t) / GENERIC_PENALTY_DIV
 }
 
-/// zstd -19 encodes tensor bytes at 46-346 ns a byte (human-tfjs's U8,
-/// F16 and F32 tensors of 64 KiB and more), the field coders at 3-5: at
-/// the rate [`crate::entropy::SYMBOL_COST`] prices time (0.01 bit per
-/// ~1.5 ns) the lower end is 0.3 bit a byte, 1/24. Without it, zstd -19
-/// won on sampled tensors by ~1% and was paid again on the whole tensor:
-/// human-tfjs (41 models, one prior) compressed in 1223 ms of CPU, 1085
-/// with it, 13 KB (0.01%) larger; at 1/16, 1077 ms and 18 KB; at 1/48,
-/// 1132 ms and 12 KB. The other five models are byte-identical.
+/// zstd -19 encodes tensor bytes at tens to hundreds of ns a byte, the
+/// field coders at 3-5: at the rate [`crate::entropy::SYMBOL_COST`]
+/// prices time (0.01 bit per ~1.5 ns) the lower end is 0.3 bit a byte,
+/// 1/24. Without it, zstd -19 wins on sampled tensors by ~1% and is paid
+/// again on the whole tensor.
 const GENERIC_PENALTY_DIV: usize = 24;
 
 /// Whether zstd on the target's byte planes could beat `incumbent` bytes:
@@ -654,8 +609,8 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
     }
     if generic_pending && judged < budget {
         judged += 1;
-        // zstd is slow to encode (tens of MB/s at -19, where the field
-        // coders run at hundreds): it must save more than that costs, at
+        // zstd is slow to encode (an order of magnitude slower at -19 than
+        // the field coders): it must save more than that costs, at
         // the rate SYMBOL_COST prices decoding (0.01 bit per ~1.5 ns).
         // The target's bytes for both screens: those made for the float
         // splits, or made here once.
@@ -665,8 +620,8 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
         } else {
             le
         };
-        // zstd's matches need the whole sample (on a quarter of it, silero's
-        // tensors that zstd codes best lost 18% to the field coders).
+        // zstd's matches need the whole sample (on a part of it, tensors
+        // that zstd codes best lose to the field coders).
         let cfg = Instantiate {
             le_bytes: (!le.is_empty()).then_some(le),
             overhead: share(n),
@@ -709,13 +664,13 @@ fn le_bytes_of<'b>(t: &Target<'b>, made: &'b mut Vec<u8>) -> &'b [u8] {
     match t.le {
         Some(le) if matches!(t.width, 8 | 16 | 32 | 64) && le.len() == t.words.len() * bpw => {
             debug_assert!({
-                crate::container::words_to_bytes(t.words, t.width, made);
+                crate::words::words_to_bytes(t.words, t.width, made);
                 made[..] == *le
             });
             le
         }
         _ => {
-            crate::container::words_to_bytes(t.words, t.width, made);
+            crate::words::words_to_bytes(t.words, t.width, made);
             made
         }
     }
@@ -723,10 +678,9 @@ fn le_bytes_of<'b>(t: &Target<'b>, made: &'b mut Vec<u8>) -> &'b [u8] {
 
 /// Words of a target's sample its structured candidates are priced on: a
 /// quarter of a tensor of at most 4 samples' words (whole rows of it, at
-/// least [`crate::entropy::CONTEXT_MIN_WORDS`]), else the whole sample. A
-/// tensor of 32K-128K words was priced on a sample of a quarter to all of
-/// its words, and the search cost up to what coding it does; human-tfjs
-/// has 310 such tensors.
+/// least [`crate::entropy::CONTEXT_MIN_WORDS`]), else the whole sample:
+/// pricing a mid-sized tensor on all of its words would cost the search
+/// up to what coding it does.
 fn priced_words(t: &Target<'_>) -> usize {
     let n = t.words.len();
     if t.total_words <= n as u64 || t.total_words > 4 * SAMPLE_WORDS {
@@ -742,732 +696,5 @@ fn priced_words(t: &Target<'_>) -> usize {
     m
 }
 
-/// Tensors to sample from each group of (tensors, bytes), at most `max`
-/// in all: one for each of the largest half of `max` groups by bytes,
-/// and the rest in proportion to bytes (D'Hondt: each next one to the
-/// group with the most bytes per tensor taken so far). Groups of small
-/// tensors are many but hold few of the bytes, and take little of the
-/// search's time: taken round-robin, human-tfjs's 119 groups left the
-/// largest (418 conv kernels, a third of its bytes) one tensor, the
-/// same as a group of two flags, and the last 23 groups none.
-fn quotas(groups: &[(usize, u64)], max: usize) -> Vec<usize> {
-    let mut q = vec![0usize; groups.len()];
-    let mut by_bytes: Vec<usize> = (0..groups.len()).collect();
-    by_bytes.sort_by_key(|&i| std::cmp::Reverse(groups[i].1));
-    for &i in by_bytes.iter().take(max / 2) {
-        q[i] = groups[i].0.min(1);
-    }
-    let mut left = max.saturating_sub(q.iter().sum());
-    while left > 0 {
-        let next = by_bytes
-            .iter()
-            .copied()
-            .filter(|&i| q[i] < groups[i].0)
-            .max_by(|&a, &b| {
-                let share = |i: usize| groups[i].1 as f64 / (q[i] + 1) as f64;
-                share(a).total_cmp(&share(b)).then(b.cmp(&a))
-            });
-        let Some(i) = next else { break };
-        q[i] += 1;
-        left -= 1;
-    }
-    q
-}
-
-/// `v` reordered so that every prefix is spread evenly over it: the
-/// van der Corput order of its indices (0, n/2, n/4, 3n/4, ...).
-fn spread<T>(v: Vec<T>) -> Vec<T> {
-    let n = v.len();
-    if n < 3 {
-        return v;
-    }
-    let bits = usize::BITS - (n - 1).leading_zeros();
-    let order: Vec<usize> = (0..1usize << bits)
-        .map(|i| i.reverse_bits() >> (usize::BITS - bits))
-        .filter(|&i| i < n)
-        .collect();
-    debug_assert_eq!(order.len(), n);
-    let mut slots: Vec<Option<T>> = v.into_iter().map(Some).collect();
-    order
-        .into_iter()
-        .map(|i| slots[i].take().expect("a permutation"))
-        .collect()
-}
-
-/// Tensors a prior is learned from when their groups are few (see
-/// [`LearnOptions::max_tensors`]).
-const MIN_LEARN_TENSORS: usize = 96;
-
-/// Options for learning a prior.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct LearnOptions {
-    /// Search budget used on each sampled tensor (larger than the default).
-    pub budget: u32,
-    /// Most tensors sampled: two a group of tensors, at least 96 (or this
-    /// maximum). With `quotas`, human-tfjs (119 groups) compresses in 775
-    /// ms of CPU with a prior learned from 192, 34 KB (0.026%) larger than
-    /// with 96 taken round-robin, in 892 ms; from 96, 153 KB larger; from
-    /// 384, 16 KB larger in 830 ms (a larger sample sees more near-ties,
-    /// and the prior is less sure). On the other five models (5-15 groups)
-    /// 192 gains nothing on 96 and takes up to twice as long to learn
-    /// (astra 149 against 90 ms of CPU).
-    pub max_tensors: usize,
-    /// Worker threads (0 = all).
-    pub threads: usize,
-}
-
-impl Default for LearnOptions {
-    fn default() -> Self {
-        LearnOptions {
-            budget: 64,
-            max_tensors: 192,
-            threads: 0,
-        }
-    }
-}
-
-impl LearnOptions {
-    /// Set the search budget per sampled tensor.
-    pub fn budget(mut self, b: u32) -> Self {
-        self.budget = b;
-        self
-    }
-    /// Set the most tensors sampled.
-    pub fn max_tensors(mut self, n: usize) -> Self {
-        self.max_tensors = n;
-        self
-    }
-    /// Set the worker threads (0 = all).
-    pub fn threads(mut self, n: usize) -> Self {
-        self.threads = n;
-        self
-    }
-}
-
-impl Prior {
-    /// Learn a prior from a stratified sample of the tensors of these files
-    /// (safetensors; other files are skipped): tensors are grouped by dtype,
-    /// role and size class, each group gets a share of the sample (see
-    /// `quotas`) taken across its whole length (see `spread`), and the
-    /// sample is searched with a large budget under the uniform prior, the
-    /// winning programs' productions counted.
-    pub fn learn(files: &[&Path], opts: &LearnOptions) -> Result<Prior, EncodeError> {
-        use rayon::prelude::*;
-        let mut groups: std::collections::BTreeMap<
-            String,
-            Vec<(usize, crate::container::SegmentDesc)>,
-        > = Default::default();
-        let mut opened = Vec::new();
-        for (fi, path) in files.iter().enumerate() {
-            let f = std::fs::File::open(path).map_err(|e| EncodeError::io(*path, e))?;
-            let segs = crate::container::write::segments_of(&f, path, true)?;
-            for s in segs {
-                if s.kind == crate::container::SegmentKind::Tensor {
-                    let key = format!(
-                        "{}|{}|{}",
-                        s.dtype.name(),
-                        prior::role(&s.name, s.shape.len()),
-                        prior::bucket(s.len)
-                    );
-                    groups.entry(key).or_default().push((fi, s));
-                }
-            }
-            opened.push(f);
-        }
-        let sizes: Vec<(usize, u64)> = groups
-            .values()
-            .map(|g| (g.len(), g.iter().map(|(_, s)| s.len).sum()))
-            .collect();
-        // Two tensors a group, at least MIN_LEARN_TENSORS and at most the
-        // maximum: many kinds of tensor need more of them to be told apart.
-        let sample =
-            (2 * sizes.len()).clamp(MIN_LEARN_TENSORS.min(opts.max_tensors), opts.max_tensors);
-        let quota = quotas(&sizes, sample);
-        // Each group's share, spread over its whole length (and so over
-        // every file), not its first tensors.
-        let picked: Vec<(usize, crate::container::SegmentDesc)> = groups
-            .into_values()
-            .zip(quota)
-            .flat_map(|(g, q)| spread(g).into_iter().take(q))
-            .collect();
-        let uniform = Prior::uniform();
-        let pool = crate::container::pool(opts.threads);
-        type Found = (
-            Vec<(HoleContext, &'static str)>,
-            Vec<(HoleContext, crate::entropy::Codec)>,
-        );
-        let found: Vec<Result<Found, EncodeError>> = pool.install(|| {
-            picked
-                .par_iter()
-                .map(|(fi, s)| {
-                    let (bytes, words) = crate::container::write::read_sample(&opened[*fi], s)
-                        .map_err(|e| EncodeError::io(files[*fi], e))?;
-                    let t = Target::of_segment(
-                        s,
-                        &bytes,
-                        &words,
-                        crate::container::DEFAULT_REGION_WORDS,
-                    );
-                    let syn = synthesize(&t, &uniform, opts.budget);
-                    Ok((productions_of(&t, &syn.shape), leaves_of(&t, &syn.shape)))
-                })
-                .collect()
-        });
-        let mut p = Prior::uniform();
-        for f in found {
-            let (prods, leaves) = f?;
-            for (ctx, prod) in prods {
-                p.observe(&ctx, prod);
-            }
-            for (ctx, codec) in leaves {
-                p.observe_leaf(&ctx, codec);
-            }
-            p.tensors += 1;
-        }
-        p.source = files
-            .iter()
-            .map(|f| {
-                f.file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            })
-            .collect();
-        Ok(p)
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_first_hole_is_found_in_preorder_with_its_parent() {
-        let split = Split::BytePlanes(16);
-        let merge = |kids| Shape::Merge(split.clone(), kids);
-        assert_eq!(first_hole(&Shape::Hole, 16), Some(("top".into(), 16, 0)));
-        let s = merge(vec![Shape::Lit(None), Shape::Hole]);
-        assert_eq!(first_hole(&s, 16), Some((merge_label(&split, 1), 8, 1)));
-        // Below a scan, the first of two holes; the scan is its
-        // grandparent.
-        let s = Shape::Scan(
-            ScanOp::Diff,
-            Box::new(merge(vec![Shape::Hole, Shape::Hole])),
-        );
-        assert_eq!(first_hole(&s, 16), Some((merge_label(&split, 0), 8, 2)));
-        let s = Shape::Scan(ScanOp::Diff, Box::new(Shape::Hole));
-        assert_eq!(first_hole(&s, 16), Some(("Scan[diff]".into(), 16, 1)));
-        let complete = merge(vec![Shape::Lit(None), Shape::Generic]);
-        assert_eq!(first_hole(&complete, 16), None);
-    }
-
-    /// A 64-bit linear congruential generator from `seed` (each call
-    /// gives the next state).
-    fn lcg(seed: u64) -> impl FnMut() -> u64 {
-        let mut x = seed;
-        move || {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            x
-        }
-    }
-
-    fn bf16_like(n: usize) -> Vec<u64> {
-        // Gaussian-ish weights: narrow exponent range, uniform mantissa.
-        let mut next = lcg(12345);
-        (0..n)
-            .map(|_| {
-                let x = next();
-                let sign = (x >> 63) & 1;
-                let e = 118 + ((x >> 40) % 4) + ((x >> 50) % 3);
-                let m = (x >> 20) & 0x7F;
-                (sign << 15) | (e << 7) | m
-            })
-            .collect()
-    }
-
-    /// A whole 1-D tensor of these words.
-    fn flat_target<'a>(w: &'a [u64], width: u8, dtype: Dtype, name: &'a str) -> Target<'a> {
-        Target {
-            words: w,
-            le: None,
-            width,
-            dtype,
-            name,
-            rank: 1,
-            total_words: w.len() as u64,
-            row: 1,
-            region: crate::container::DEFAULT_REGION_WORDS,
-        }
-    }
-
-    #[test]
-    fn the_words_bytes_given_or_made_give_the_same_synthesis() {
-        // Sampled (priced) and whole, bf16 and f32 words.
-        let w16 = bf16_like(40_000);
-        let w32: Vec<u64> = w16.iter().map(|&w| w << 16 | (w * 7919) & 0xFFFF).collect();
-        for (words, width, dtype) in [(&w16, 16u8, Dtype::BF16), (&w32, 32, Dtype::F32)] {
-            let mut bytes = Vec::new();
-            crate::container::words_to_bytes(words, width, &mut bytes);
-            for total in [words.len() as u64, 4 * words.len() as u64] {
-                let mut t = flat_target(words, width, dtype, "layers.0.mlp.up_proj.weight");
-                t.total_words = total;
-                let made = synthesize(&t, &Prior::uniform(), 8);
-                t.le = Some(&bytes);
-                let given = synthesize(&t, &Prior::uniform(), 8);
-                assert_eq!(given.shape, made.shape);
-                assert_eq!(given.sample_bytes, made.sample_bytes);
-                assert_eq!(given.node, made.node);
-            }
-        }
-    }
-
-    /// A whole bf16 MLP weight of these words.
-    fn up_proj(w: &[u64]) -> Target<'_> {
-        Target {
-            words: w,
-            le: None,
-            width: 16,
-            dtype: Dtype::BF16,
-            name: "layers.0.mlp.up_proj.weight",
-            rank: 2,
-            total_words: w.len() as u64,
-            row: 1,
-            region: crate::container::DEFAULT_REGION_WORDS,
-        }
-    }
-
-    #[test]
-    fn search_finds_the_float_split_and_budget_zero_is_lit() {
-        let w = bf16_like(50_000);
-        let t = up_proj(&w);
-        let s0 = synthesize(&t, &Prior::uniform(), 0);
-        assert!(matches!(s0.shape, Shape::Lit(_)));
-        let s = synthesize(&t, &Prior::uniform(), 24);
-        assert!(
-            s.sample_bytes < s0.sample_bytes * 3 / 4,
-            "{} vs {}",
-            s.sample_bytes,
-            s0.sample_bytes
-        );
-        // The program rebuilds the words exactly.
-        let node = instantiate(&s.shape, &w, 16, &Instantiate::default());
-        let back = crate::dsl::exec::execute(&node, &crate::dsl::exec::NoRefs).unwrap();
-        assert_eq!(back, w);
-    }
-
-    /// A sinusoidal position table in f16 (Whisper's, smaller): zstd on
-    /// its byte planes beats both the field split and zstd on whole words,
-    /// and the search finds it (and the program rebuilds the table).
-    #[test]
-    fn position_table_goes_to_zstd_on_byte_planes() {
-        let (rows, cols) = (600usize, 128usize);
-        let w: Vec<u64> = (0..rows * cols)
-            .map(|k| {
-                let (p, i) = ((k / cols) as f64, k % cols);
-                let f = (-((i % (cols / 2)) as f64) * (10000f64).ln() / (cols / 2) as f64).exp();
-                let v = if i < cols / 2 {
-                    (p * f).sin()
-                } else {
-                    (p * f).cos()
-                };
-                half::f16::from_f64(v).to_bits() as u64
-            })
-            .collect();
-        let t = Target {
-            words: &w,
-            le: None,
-            width: 16,
-            dtype: Dtype::F16,
-            name: "encoder.position_encodings",
-            rank: 2,
-            total_words: w.len() as u64,
-            row: cols as u64,
-            region: crate::container::DEFAULT_REGION_WORDS,
-        };
-        let s = synthesize(&t, &Prior::uniform(), 24);
-        assert_eq!(s.shape, Shape::GenericPlanes, "{}", s.shape.text());
-        let node = s.node.expect("coded whole");
-        assert_eq!(
-            crate::dsl::exec::execute(&node, &crate::dsl::exec::NoRefs).unwrap(),
-            w
-        );
-        let whole = instantiate(&Shape::Generic, &w, 16, &Instantiate::default());
-        assert!(wire::serialized_size(&node) < wire::serialized_size(&whole));
-    }
-
-    /// zstd on the byte planes is weighed against zstd on whole words with
-    /// the latter's penalty: a block of random 16-bit words repeated ten
-    /// times with a word changed in each (no period for `Repeat`; both zstd
-    /// forms find the repeats) codes 68 bytes smaller whole than in planes,
-    /// but the planes' penalty is 2 KB lighter.
-    #[test]
-    fn byte_planes_are_weighed_against_whole_words_with_its_penalty() {
-        let mut next = lcg(7);
-        let block: Vec<u64> = (0..3000).map(|_| next() >> 48).collect();
-        let w: Vec<u64> = (0..10)
-            .flat_map(|r| {
-                let mut b = block.clone();
-                b[r * 7919 % 3000] ^= 0x5a5a;
-                b
-            })
-            .collect();
-        let t = flat_target(&w, 16, Dtype::F16, "model.table");
-        let cfg = Instantiate::default();
-        let size = |s: &Shape| wire::serialized_size(&instantiate(s, &w, 16, &cfg));
-        let (generic, planes) = (size(&Shape::Generic), size(&Shape::GenericPlanes));
-        let (gp, pp) = (generic_penalty(&t), planes_penalty(&t));
-        assert!(
-            generic <= planes + pp && planes + pp < generic + gp,
-            "{generic} {planes}"
-        );
-        let s = synthesize(&t, &Prior::uniform(), 24);
-        assert_eq!(s.shape, Shape::GenericPlanes, "{}", s.shape.text());
-        assert_eq!(s.sample_bytes, planes);
-    }
-
-    /// A tensor of a few samples' words prices its structured candidates on
-    /// a quarter of its words, and zstd on the whole sample, at the whole
-    /// sample's length. The sample: random 16-bit words repeating every
-    /// 28000 words, longer than the quarter (25000 words) but shorter than
-    /// the sample (32768): zstd finds the repeat only in all of it, and
-    /// wins only if the field coders' price on the quarter is scaled up.
-    #[test]
-    fn a_tensor_of_a_few_samples_is_priced_on_a_quarter_and_zstd_on_all() {
-        let mut next = lcg(11);
-        let block: Vec<u64> = (0..28_000).map(|_| next() >> 48).collect();
-        let w: Vec<u64> = block
-            .iter()
-            .cycle()
-            .take(SAMPLE_WORDS as usize)
-            .copied()
-            .collect();
-        let t = Target {
-            total_words: 100_000,
-            ..flat_target(&w, 16, Dtype::F16, "model.table")
-        };
-        assert_eq!(priced_words(&t), 25_000);
-        let s = synthesize(&t, &Prior::uniform(), 24);
-        assert!(
-            matches!(s.shape, Shape::Generic | Shape::GenericPlanes),
-            "{}",
-            s.shape.text()
-        );
-        // Whole rows of the quarter; the whole sample where a quarter is
-        // short of a row, or the tensor is more than 4 samples.
-        let rows = Target {
-            row: 7_000,
-            ..t.clone()
-        };
-        assert_eq!(priced_words(&rows), 21_000);
-        let long_rows = Target {
-            row: 30_000,
-            ..t.clone()
-        };
-        assert_eq!(priced_words(&long_rows), w.len());
-        let big = Target {
-            total_words: 4 * SAMPLE_WORDS + 1,
-            ..t.clone()
-        };
-        assert_eq!(priced_words(&big), w.len());
-        let whole = flat_target(&w, 16, Dtype::F16, "model.table");
-        assert_eq!(priced_words(&whole), w.len());
-    }
-
-    /// A prior that has seen `prods` win at the top of tensors like `t`.
-    fn prior_of(t: &Target<'_>, prods: &[(&str, u32)]) -> Prior {
-        let mut p = Prior::uniform();
-        for &(prod, k) in prods {
-            for _ in 0..k {
-                p.observe(&context(t, "top".into(), t.width), prod);
-            }
-        }
-        p
-    }
-
-    /// The incumbent takes none of the budget: where the prior ranks the
-    /// bare literal first, budget 1 still judges a structured program
-    /// (it used to spend it popping the literal again, and a file of such
-    /// tensors then fell through to the slow whole-file path).
-    #[test]
-    fn budget_one_judges_a_program_even_when_the_literal_ranks_first() {
-        let w = bf16_like(20_000);
-        let t = up_proj(&w);
-        let p = prior_of(&t, &[("lit", 16), ("float", 1)]);
-        let lit = synthesize(&t, &p, 0);
-        let one = synthesize(&t, &p, 1);
-        assert_eq!(one.judged, 1);
-        assert!(!matches!(one.shape, Shape::Lit(_)), "{}", one.shape.text());
-        assert!(
-            one.sample_bytes < lit.sample_bytes * 3 / 4,
-            "{} vs {}",
-            one.sample_bytes,
-            lit.sample_bytes
-        );
-    }
-
-    #[test]
-    fn a_tensor_searched_whole_judges_only_near_likely_programs() {
-        let w = bf16_like(20_000);
-        let whole = up_proj(&w);
-        // The same words as the sample of a tensor 16 times longer.
-        let sampled = Target {
-            total_words: 16 * w.len() as u64,
-            ..whole.clone()
-        };
-        // The field split is about 3 bits less likely than byte planes:
-        // inside the wide stop, outside the whole tensor's.
-        let p = prior_of(&whole, &[("bytes", 8), ("float", 1)]);
-        let probs = p.probabilities(&context(&whole, "top".into(), 16), &["bytes", "float"]);
-        let gap = (probs[0] / probs[1]).log2();
-        assert!(STOP_BITS_WHOLE < gap && gap < STOP_BITS, "{gap}");
-        let a = synthesize(&whole, &p, 24);
-        let b = synthesize(&sampled, &p, 24);
-        // The sample judges the split too; the whole tensor does not.
-        assert!(a.judged < b.judged, "{} vs {}", a.judged, b.judged);
-        assert!(
-            matches!(&a.shape, Shape::Merge(Split::BytePlanes(16), _)),
-            "{}",
-            a.shape.text()
-        );
-        // Under the uniform prior (learning one) the whole tensor keeps the
-        // wide stop.
-        let u = synthesize(&whole, &Prior::uniform(), 24);
-        assert!(a.judged < u.judged, "{} vs {}", a.judged, u.judged);
-    }
-
-    #[test]
-    fn the_generic_codec_is_judged_past_the_whole_tensors_stop() {
-        // Repeated text: zstd's matches beat any literal coder.
-        let w: Vec<u64> = b"the tensors of a checkpoint, "
-            .iter()
-            .cycle()
-            .take(30_000)
-            .enumerate()
-            .map(|(i, &c)| (c ^ (i / 997) as u8) as u64)
-            .collect();
-        let t = flat_target(&w, 8, Dtype::U8, "vocab.bytes");
-        let p = prior_of(&t, &[("lit", 6), ("generic", 1)]);
-        let probs = p.probabilities(&context(&t, "top".into(), 8), &["lit", "generic"]);
-        let gap = (probs[0] / probs[1]).log2();
-        assert!(STOP_BITS_WHOLE < gap && gap < GENERIC_MAX_BITS, "{gap}");
-        let s = synthesize(&t, &p, 24);
-        assert_eq!(s.shape, Shape::Generic, "{}", s.shape.text());
-    }
-
-    /// zstd on whole words must save its penalty: a copy of 3% of the
-    /// bytes (found by zstd, not by the field coders) is not worth its
-    /// time, a copy of a third is.
-    #[test]
-    fn the_generic_codec_must_save_its_encoding_time() {
-        let shape_with_copy = |copied: usize| {
-            let mut next = lcg(99);
-            let mut w: Vec<u64> = (0..30_000).map(|_| next() >> 56).collect();
-            let at = w.len() - copied;
-            w.copy_within(..copied, at);
-            let t = flat_target(&w, 8, Dtype::U8, "quantized.weight");
-            let p = prior_of(&t, &[("lit", 1), ("generic", 1)]);
-            let generic = instantiate(&Shape::Generic, &w, 8, &Instantiate::default());
-            let lit = instantiate(&Shape::Lit(None), &w, 8, &Instantiate::default());
-            let saved = wire::serialized_size(&lit) as i64 - wire::serialized_size(&generic) as i64;
-            (
-                synthesize(&t, &p, 24).shape,
-                saved,
-                generic_penalty(&t) as i64,
-            )
-        };
-        let (small, saved, penalty) = shape_with_copy(900);
-        assert!(0 < saved && saved < penalty, "{saved} {penalty}");
-        assert_ne!(small, Shape::Generic);
-        let (large, saved, penalty) = shape_with_copy(10_000);
-        assert!(saved > penalty, "{saved} {penalty}");
-        assert_eq!(large, Shape::Generic);
-    }
-
-    #[test]
-    fn a_sample_of_a_larger_tensor_is_priced_to_the_same_program() {
-        let w = bf16_like(50_000);
-        let mut t = up_proj(&w);
-        let exact = synthesize(&t, &Prior::uniform(), 24);
-        // The same words as the sample of a tensor ten times larger: priced.
-        t.total_words *= 10;
-        let priced = synthesize(&t, &Prior::uniform(), 24);
-        assert_eq!(priced.shape, exact.shape);
-        let diff = priced.sample_bytes.abs_diff(exact.sample_bytes);
-        assert!(
-            diff * 100 <= exact.sample_bytes,
-            "{} vs {}",
-            priced.sample_bytes,
-            exact.sample_bytes
-        );
-        // What is written is coded again, exactly.
-        let node = instantiate(&priced.shape, &w, 16, &Instantiate::default());
-        assert_eq!(wire::serialized_size(&node), exact.sample_bytes);
-    }
-
-    /// The leaf model weighs every context coder until the tensors of a
-    /// hole's context have chosen others a few times over, and keeps any
-    /// that won once.
-    #[test]
-    fn leaf_model_drops_only_context_coders_that_never_win() {
-        use crate::entropy::{Codec, Contexts};
-        let w = bf16_like(10);
-        let t = up_proj(&w);
-        let mantissa = context(&t, "Merge[bf16].2".into(), 7);
-        let mut p = Prior::uniform();
-        assert_eq!(p.leaf_contexts(&mantissa), Contexts::ALL);
-        let rans1 = |p: &mut Prior, k| {
-            for _ in 0..k {
-                p.observe_leaf(&mantissa, Codec::Rans1x32);
-            }
-        };
-        rans1(&mut p, 2);
-        assert_eq!(
-            p.leaf_contexts(&mantissa),
-            Contexts::ALL,
-            "two tensors prove little"
-        );
-        rans1(&mut p, 2);
-        let c = p.leaf_contexts(&mantissa);
-        assert!(c.previous && !c.sibling(0) && !c.sibling(1) && !c.sibling(9));
-        assert!(
-            c.sibling(10) && c.sibling(40),
-            "siblings the model does not know"
-        );
-        // One win of the exponent-conditioned coder (4-state or 32) keeps it.
-        p.observe_leaf(&mantissa, Codec::RansCondx32 { sibling: 1 });
-        rans1(&mut p, 16);
-        let c = p.leaf_contexts(&mantissa);
-        assert!(c.previous && c.sibling(1) && !c.sibling(0));
-        // Another hole of the same tensor kind is untouched.
-        let exponent = context(&t, "Merge[bf16].1".into(), 8);
-        assert_eq!(p.leaf_contexts(&exponent), Contexts::ALL);
-    }
-
-    /// Short leaves (where no context coder was weighed) teach the leaf
-    /// model nothing: a norm's exponents do not switch the context coders
-    /// off for a large weight that shares their backoff context.
-    #[test]
-    fn short_leaves_do_not_teach_the_leaf_model() {
-        let w = bf16_like(50_000);
-        let mut t = up_proj(&w[..4000]);
-        t.name = "blk.0.norm.weight";
-        let frozen = Shape::Merge(
-            Split::Float(Dtype::BF16),
-            vec![Shape::Lit(Some(crate::entropy::Codec::Rans0)); 3],
-        );
-        let mut p = Prior::uniform();
-        for _ in 0..20 {
-            for (c, codec) in leaves_of(&t, &frozen) {
-                p.observe_leaf(&c, codec);
-            }
-        }
-        let mut big = up_proj(&w);
-        big.total_words = 50_000_000;
-        big.name = "blk.0.ffn_up.weight";
-        let exponent = context(&big, "Merge[bf16].1".into(), 8);
-        assert_eq!(p.leaf_contexts(&exponent), crate::entropy::Contexts::ALL);
-        // The same leaves on a sample long enough do count.
-        for _ in 0..20 {
-            for (c, codec) in leaves_of(&big, &frozen) {
-                p.observe_leaf(&c, codec);
-            }
-        }
-        assert!(!p.leaf_contexts(&exponent).previous);
-    }
-
-    #[test]
-    fn samples_of_long_rows_are_whole_rows() {
-        // Rows of up to the sample's length: the sample starts on a row.
-        let (start, len) = sample_range(1 << 24, 1000);
-        assert_eq!((start % 1000, len), (0, SAMPLE_WORDS));
-        // Rows longer than the sample, up to WHOLE_ROW_WORDS: one whole row.
-        let row = SAMPLE_WORDS + 4608;
-        let (start, len) = sample_range(row * 300, row);
-        assert_eq!((start % row, len), (0, row));
-        // Small tensors are their own sample.
-        assert_eq!(sample_range(5000, 7), (0, 5000));
-    }
-
-    #[test]
-    fn learned_prior_makes_search_shallow() {
-        let w = bf16_like(30_000);
-        let t = Target {
-            words: &w,
-            le: None,
-            width: 16,
-            dtype: Dtype::BF16,
-            name: "a.weight",
-            rank: 2,
-            total_words: w.len() as u64,
-            row: 1,
-            region: crate::container::DEFAULT_REGION_WORDS,
-        };
-        let s = synthesize(&t, &Prior::uniform(), 64);
-        let mut p = Prior::uniform();
-        for _ in 0..20 {
-            for (c, prod) in productions_of(&t, &s.shape) {
-                p.observe(&c, prod);
-            }
-            for (c, codec) in leaves_of(&t, &s.shape) {
-                p.observe_leaf(&c, codec);
-            }
-        }
-        // Independent fields: no context coder won, so none is weighed.
-        let exponent = context(&t, "Merge[bf16].1".into(), 8);
-        assert_eq!(
-            p.leaf_contexts(&exponent),
-            crate::entropy::Contexts {
-                previous: false,
-                siblings: u32::MAX << 10
-            }
-        );
-        let fast = synthesize(&t, &p, 64);
-        assert!(fast.judged < s.judged, "{} vs {}", fast.judged, s.judged);
-        assert_eq!(fast.sample_bytes, s.sample_bytes);
-        let back = Prior::from_json(&p.to_json()).unwrap();
-        assert_eq!(back, p);
-    }
-
-    /// The learning sample's shares: the largest groups by bytes get one
-    /// each first, the rest goes by bytes, no group gives more than it
-    /// has, and nothing is taken past the maximum.
-    #[test]
-    fn the_learning_sample_goes_where_the_bytes_are() {
-        // 119 groups as in human-tfjs: one of a third of the bytes, many
-        // small ones; the small ones come first in the groups' order.
-        let mut groups = vec![(2usize, 8u64); 100];
-        groups.extend((0..18).map(|i| (50, 1_000_000 + i)));
-        groups.push((418, 54_000_000));
-        let q = quotas(&groups, 96);
-        assert_eq!(q.iter().sum::<usize>(), 96);
-        assert!(q.iter().zip(&groups).all(|(&q, g)| q <= g.0));
-        // The 19 large groups are all sampled, the largest most of all.
-        assert!(q[100..].iter().all(|&q| q >= 1), "{q:?}");
-        assert!(q[118] > q[100..118].iter().sum::<usize>(), "{q:?}");
-        // Half the maximum is kept for the largest: 29 small groups get one.
-        assert_eq!(q[..100].iter().filter(|&&q| q > 0).count(), 48 - 19);
-        // Fewer tensors than the maximum: all of them.
-        assert_eq!(quotas(&[(3, 10), (2, 1)], 96), vec![3, 2]);
-        assert_eq!(quotas(&[], 96), Vec::<usize>::new());
-    }
-
-    /// A group's sample spans it: every prefix of the order is spread.
-    #[test]
-    fn a_groups_sample_is_spread_over_it() {
-        for n in 0..40usize {
-            let v = spread((0..n).collect::<Vec<_>>());
-            let mut sorted = v.clone();
-            sorted.sort_unstable();
-            assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "a permutation of {n}");
-        }
-        assert_eq!(
-            spread((0..8).collect::<Vec<_>>()),
-            vec![0, 4, 2, 6, 1, 5, 3, 7]
-        );
-        // Of 41 files' members: the first, then the 33rd and the 17th.
-        let v = spread((0..41).collect::<Vec<_>>());
-        assert_eq!(&v[..3], &[0, 32, 16]);
-    }
-}
+mod tests;

@@ -1,0 +1,306 @@
+//! Segments to regions to programs, written in order into the archive.
+
+use std::borrow::Cow;
+use std::io::{Seek, SeekFrom, Write};
+use std::path::Path;
+
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+
+use super::dedup::duplicates;
+use super::segments::{read_cow, read_sample, segment_region_words};
+use super::{CompressOptions, CompressReport, file_label, io};
+use crate::container::{
+    HEADER_ZSTD_LEVEL, PREAMBLE_LEN, Preamble, ReadAt, Region, Segment, SegmentDesc, SegmentKind,
+    layout, pack_table, write_table, xxh3,
+};
+use crate::dsl::{Node, wire};
+use crate::error::EncodeError;
+use crate::pool::pool;
+use crate::search::{self, Instantiate, Prior, Shape, Target};
+use crate::words::bytes_to_words;
+
+/// A region's program bytes, the checksum of its source bytes, and them
+/// (borrowed from a source in memory).
+type CodedRegion<'s> = (Vec<u8>, u64, Cow<'s, [u8]>);
+
+/// A batch of regions (segment, region index) and what coding them gave.
+type CodedBatch<'a, 's> = (
+    &'a [(usize, u64)],
+    Vec<Result<CodedRegion<'s>, EncodeError>>,
+);
+
+/// A segment's shape, candidates judged, and its program if the search
+/// coded the whole segment.
+type Searched = (Shape, u32, Option<Node>);
+
+/// How one segment is coded.
+enum Plan {
+    /// Every region with this shape.
+    Shape(Shape),
+    /// Identical to words of an earlier segment, from this word on.
+    Ref(u32, u64),
+}
+
+/// Code the given segments of a source into `out`.
+pub(super) fn encode_segments<W: Write + Seek>(
+    src: &dyn ReadAt,
+    name: &Path,
+    descs: Vec<SegmentDesc>,
+    region_words: u64,
+    zstd_level: i32,
+    out: &mut W,
+    opts: &CompressOptions,
+) -> Result<CompressReport, EncodeError> {
+    let label = name.display().to_string();
+    let len = src.len().map_err(|e| io(&label, e))?;
+    let pool = pool(opts.threads);
+    let region_words = region_words.clamp(1024, crate::dsl::MAX_NODE_WORDS);
+
+    // The SHA-256 of the whole file (for the preamble) is taken over the
+    // regions as they are written: they tile the file in order.
+    let mut file_sha = Sha256::new();
+    let mut sha_at = 0u64;
+
+    let dup_of = duplicates(src, &descs, &label)?;
+    let alone: Vec<bool> = dup_of.iter().map(Option::is_some).collect();
+    let (descs, place) = layout::group_small_tensors(descs, &alone);
+    let mut plans: Vec<Option<Plan>> = (0..descs.len()).map(|_| None).collect();
+    for (i, j) in dup_of.iter().enumerate() {
+        if let Some(j) = j {
+            let (seg, _) = place[i];
+            let (target, at) = place[*j];
+            let wb = descs[target].dtype.word_bytes() as u64;
+            plans[seg] = Some(Plan::Ref(target as u32, at / wb));
+        }
+    }
+    let search_start = std::time::Instant::now();
+    let (coded, judged, searched_tensors) =
+        search_segments(src, &descs, &mut plans, &label, &pool, opts)?;
+    let search_seconds = search_start.elapsed().as_secs_f64();
+
+    // Pass 2: regions in parallel batches, written in order.
+    out.write_all(&[0u8; PREAMBLE_LEN as usize])
+        .map_err(|e| io("<output>", e))?;
+    let mut body_pos = PREAMBLE_LEN;
+    opts.progress
+        .start(&format!("compress {}", file_label(name)), len);
+    let cfg = Instantiate {
+        zstd_level,
+        ..Instantiate::default()
+    };
+    // The header (and any other bytes) of a tensor file: JSON, which
+    // zstd -19 codes slowly for little gain over HEADER_ZSTD_LEVEL.
+    let has_tensors = descs.iter().any(|d| d.kind == SegmentKind::Tensor);
+    let bytes_cfg = Instantiate {
+        zstd_level: zstd_level.min(HEADER_ZSTD_LEVEL),
+        ..Instantiate::default()
+    };
+    // Region geometry per segment: (words per region, words in all).
+    let geometry: Vec<(u64, u64)> = descs
+        .iter()
+        .zip(&plans)
+        .map(|(d, plan)| {
+            let generic = matches!(
+                plan,
+                Some(Plan::Shape(Shape::Generic | Shape::GenericPlanes))
+            );
+            (
+                segment_region_words(d, region_words, generic),
+                d.len / d.dtype.word_bytes() as u64,
+            )
+        })
+        .collect();
+    // Every region of every segment, batched across segments so that many
+    // small segments still keep every thread busy.
+    let jobs: Vec<(usize, u64)> = geometry
+        .iter()
+        .enumerate()
+        .flat_map(|(si, &(rw, total))| (0..total.div_ceil(rw)).map(move |r| (si, r)))
+        .collect();
+    let mut regions: Vec<Vec<Region>> = vec![Vec::new(); descs.len()];
+    // Code a batch of regions on the pool.
+    let code_batch = |batch: &[(usize, u64)]| -> Vec<Result<CodedRegion, EncodeError>> {
+        pool.install(|| {
+            batch
+                .par_iter()
+                .map(|&(si, r)| {
+                    let d = &descs[si];
+                    let (rw, total) = geometry[si];
+                    let wb = d.dtype.word_bytes() as u64;
+                    let start = r * rw;
+                    let n = rw.min(total - start);
+                    // (A small file read whole lends its bytes: no copy.)
+                    let bytes = read_cow(src, d.offset + start * wb, (n * wb) as usize)
+                        .map_err(|e| io(&label, e))?;
+                    let node = match plans[si].as_ref().expect("every segment has a plan") {
+                        Plan::Ref(j, at) => Node::Ref {
+                            width: d.width(),
+                            n,
+                            segment: *j,
+                            offset: at + start,
+                        },
+                        // A tensor in one region the search coded whole
+                        // (with the default zstd level, which is this one).
+                        Plan::Shape(_)
+                            if rw >= total
+                                && zstd_level == Instantiate::default().zstd_level
+                                && coded[si].is_some() =>
+                        {
+                            coded[si].clone().expect("checked")
+                        }
+                        Plan::Shape(shape) if d.kind == SegmentKind::Bytes && has_tensors => {
+                            code_region(shape, &bytes, d.width(), &bytes_cfg)
+                        }
+                        Plan::Shape(shape) => code_region(shape, &bytes, d.width(), &cfg),
+                    };
+                    let checksum = xxh3(&bytes);
+                    // The source bytes go back to be hashed in order.
+                    Ok((wire::write(&node), checksum, bytes))
+                })
+                .collect()
+        })
+    };
+    // Write a coded batch in order, hashing its source bytes.
+    let mut write_batch = |batch: &[(usize, u64)],
+                           coded: Vec<Result<CodedRegion, EncodeError>>|
+     -> Result<(), EncodeError> {
+        for (&(si, r), c) in batch.iter().zip(coded) {
+            let (body, checksum, bytes) = c?;
+            let d = &descs[si];
+            let wb = d.dtype.word_bytes() as u64;
+            let (rw, total) = geometry[si];
+            let raw_len = rw.min(total - r * rw) * wb;
+            assert_eq!(
+                d.offset + r * rw * wb,
+                sha_at,
+                "regions tile the file in order"
+            );
+            file_sha.update(&bytes);
+            sha_at += raw_len;
+            out.write_all(&body).map_err(|e| io("<output>", e))?;
+            regions[si].push(Region {
+                body_offset: body_pos,
+                body_len: body.len() as u64,
+                checksum,
+            });
+            body_pos += body.len() as u64;
+            opts.progress.advance(raw_len);
+        }
+        Ok(())
+    };
+    // With two threads or more, batch n is written (and hashed) on this
+    // thread while the pool codes batch n + 1.
+    let overlap = pool.current_num_threads() >= 2;
+    let mut pending: Option<CodedBatch<'_, '_>> = None;
+    for batch in jobs.chunks(pool.current_num_threads() * 4) {
+        if !overlap {
+            write_batch(batch, code_batch(batch))?;
+            continue;
+        }
+        let mut next = None;
+        let mut written = Ok(());
+        pool.in_place_scope(|scope| {
+            scope.spawn(|_| next = Some(code_batch(batch)));
+            if let Some((b, c)) = pending.take() {
+                written = write_batch(b, c);
+            }
+        });
+        written?;
+        pending = Some((batch, next.expect("the scope ran the batch")));
+    }
+    if let Some((b, c)) = pending.take() {
+        write_batch(b, c)?;
+    }
+    let segments: Vec<Segment> = descs
+        .iter()
+        .zip(regions)
+        .zip(&geometry)
+        .map(|((d, regions), &(region_words, _))| Segment {
+            desc: d.clone(),
+            region_words,
+            regions,
+        })
+        .collect();
+    opts.progress.finish();
+    assert_eq!(sha_at, len, "regions tile the file");
+    let sha256: [u8; 32] = file_sha.finalize().into();
+    let table = pack_table(&write_table(&segments));
+    out.write_all(&table).map_err(|e| io("<output>", e))?;
+    let pre = Preamble {
+        version: crate::FORMAT_VERSION,
+        original_len: len,
+        sha256,
+        table_offset: body_pos,
+        table_len: table.len() as u64,
+        table_checksum: xxh3(&table),
+    };
+    out.seek(SeekFrom::Start(0))
+        .map_err(|e| io("<output>", e))?;
+    out.write_all(&pre.write()).map_err(|e| io("<output>", e))?;
+    out.seek(SeekFrom::End(0)).map_err(|e| io("<output>", e))?;
+    Ok(CompressReport {
+        original_len: len,
+        archive_len: body_pos + table.len() as u64,
+        sha256,
+        searched_tensors,
+        judged,
+        search_seconds,
+    })
+}
+
+/// The search's shape for every segment without a plan (duplicates have
+/// theirs): the programs it coded whole (tensors no larger than its
+/// sample), candidates judged, and tensors searched.
+fn search_segments(
+    src: &dyn ReadAt,
+    descs: &[SegmentDesc],
+    plans: &mut [Option<Plan>],
+    label: &str,
+    pool: &crate::pool::Workers,
+    opts: &CompressOptions,
+) -> Result<(Vec<Option<Node>>, u64, u64), EncodeError> {
+    let prior = opts
+        .prior
+        .clone()
+        .unwrap_or_else(|| std::sync::Arc::new(Prior::uniform()));
+    let searched: Vec<Result<Option<Searched>, EncodeError>> = pool.install(|| {
+        descs
+            .par_iter()
+            .zip(&plans[..])
+            .map(|(d, p)| {
+                if p.is_some() {
+                    return Ok(None);
+                }
+                if d.kind == SegmentKind::Bytes {
+                    return Ok(Some((Shape::Generic, 0, None)));
+                }
+                let (bytes, words) = read_sample(src, d).map_err(|e| io(label, e))?;
+                let t = Target::of_segment(d, &bytes, &words, opts.region_words);
+                let syn = search::synthesize(&t, &prior, opts.budget);
+                Ok(Some((syn.shape, syn.judged, syn.node)))
+            })
+            .collect()
+    });
+    let mut judged = 0u64;
+    let mut searched_tensors = 0u64;
+    // Programs the search coded whole (tensors no larger than its sample).
+    let mut coded: Vec<Option<Node>> = vec![None; descs.len()];
+    for ((p, s), c) in plans.iter_mut().zip(searched).zip(&mut coded) {
+        if let Some((shape, j, node)) = s? {
+            judged += j as u64;
+            searched_tensors += (j > 0) as u64;
+            *p = Some(Plan::Shape(shape));
+            *c = node;
+        }
+    }
+    Ok((coded, judged, searched_tensors))
+}
+
+/// Code one region with a shape. The program is not executed here: the
+/// instantiation is exact by construction, and [`CompressOptions::verify`]
+/// proves the whole archive (decoding it, as a reader would) instead.
+fn code_region(shape: &Shape, bytes: &[u8], width: u8, cfg: &Instantiate) -> Node {
+    search::instantiate_le_bytes(shape, bytes, width)
+        .unwrap_or_else(|| search::instantiate(shape, &bytes_to_words(bytes, width), width, cfg))
+}
