@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
 
-use super::limits::{BODY_GRACE, MIN_BODY_RATE};
+use super::limits::{BODY_GRACE, MAX_DECODE_RETRY_AFTER, MIN_BODY_RATE};
 use super::store::{self, FileRec};
 use super::{
     Access, Resp, STORE_DAMAGED, State, base_url, error, internal, json_resp, query_param,
@@ -359,7 +359,11 @@ pub(super) async fn object_stream(
         let Ok(Ok(slot)) = slot else {
             return Err(super::busy(
                 "every decoding slot is taken; retry shortly",
-                st.opts.limits.decode_queue_wait.as_secs().clamp(1, 30),
+                st.opts
+                    .limits
+                    .decode_queue_wait
+                    .as_secs()
+                    .clamp(1, MAX_DECODE_RETRY_AFTER),
             ));
         };
         let rt = tokio::runtime::Handle::current();

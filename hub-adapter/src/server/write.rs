@@ -9,7 +9,10 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::body::{BoundedBody, Lines};
-use super::limits::{MAX_COMMIT_LINE, MAX_JSON_BODY, MAX_PREUPLOAD_BODY, MAX_REPO_FILES};
+use super::limits::{
+    COMMIT_QUEUE_WAIT, COMMIT_RETRY_AFTER, MAX_COMMIT_LINE, MAX_JSON_BODY, MAX_PREUPLOAD_BODY,
+    MAX_REPO_FILES,
+};
 use super::ndjson::{CommitOp, parse_line};
 use super::store::{self, FileRec};
 use super::{
@@ -268,7 +271,10 @@ pub(super) async fn commit(
     // turn is not cut for being slow.
     let slot = tokio::time::timeout(COMMIT_QUEUE_WAIT, st.commit_slots.acquire()).await;
     let Ok(Ok(_slot)) = slot else {
-        return super::busy("other commits are being read; retry shortly", 5);
+        return super::busy(
+            "other commits are being read; retry shortly",
+            COMMIT_RETRY_AFTER,
+        );
     };
     let body = match BoundedBody::new(h, body, limit, st.opts.limits.body_idle_timeout) {
         Ok(b) => b,
@@ -348,9 +354,6 @@ pub(super) async fn commit(
     .await
     .unwrap_or_else(|e| internal(HubError::protocol(repo.as_str(), "commit", e.to_string())))
 }
-
-/// How long a commit waits for one of the slots of commits being read.
-const COMMIT_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// One change of a commit, its content already in the store.
 enum Change {
