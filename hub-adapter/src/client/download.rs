@@ -288,20 +288,7 @@ impl HubClient {
             }
             let _conn = self.connections.acquire().await;
             let have = partial.have;
-            let resp = self
-                .send_counting(
-                    repo,
-                    "download",
-                    || {
-                        let mut rb = self.request(Method::GET, &url);
-                        if have > 0 {
-                            rb = rb.header("Range", format!("bytes={have}-"));
-                        }
-                        Ok(rb)
-                    },
-                    &mut stalls,
-                )
-                .await?;
+            let resp = self.get_from(repo, &url, have, &mut stalls).await?;
             if resp.status() == StatusCode::RANGE_NOT_SATISFIABLE {
                 // The partial file is not a prefix of this file: start over.
                 partial.discard().await;
@@ -347,37 +334,87 @@ impl HubClient {
                         "more bytes than the expected size",
                     ));
                 }
-                BodyEnd::Stalled => {
-                    // Resumed from what arrived, like a dropped connection.
-                    stalls += 1;
-                    if stalls >= MAX_STALLS {
-                        return Err(self.stalled(repo, "download", stalls));
-                    }
-                    self.note_stall(repo, &format!("download {path}"), stalls);
-                    continue;
-                }
-                BodyEnd::Done if expect.size.is_none_or(|s| s == partial.have) => break,
-                BodyEnd::Done => failures += 1,
-                BodyEnd::Broke(e) => {
-                    failures += 1;
-                    if failures > self.retry.max_retries {
-                        return Err(HubError::Network {
-                            repo: repo.into(),
-                            what: "download",
-                            attempts: failures,
-                            source: Box::new(e),
-                        });
+                end => {
+                    let complete = expect.size.is_none_or(|s| s == partial.have);
+                    if self
+                        .after_body(repo, path, end, complete, &mut failures, &mut stalls)
+                        .await?
+                    {
+                        break;
                     }
                 }
             }
-            if failures > self.retry.max_retries {
-                return Err(HubError::protocol(repo, "download", "file ended early"));
-            }
-            tokio::time::sleep(self.retry.delay(failures.saturating_sub(1))).await;
         }
         let hashes = partial.hashes().await?;
         stats.hashes = Some(finish_download(repo, path, &part, dst, hashes, expect).await?);
         Ok(stats)
+    }
+
+    /// `GET url` from byte `have` on (all of it when `have` is 0), its
+    /// stalls counted in `stalls`.
+    async fn get_from(
+        &self,
+        repo: &str,
+        url: &str,
+        have: u64,
+        stalls: &mut u32,
+    ) -> Result<reqwest::Response> {
+        self.send_counting(
+            repo,
+            "download",
+            || {
+                let mut rb = self.request(Method::GET, url);
+                if have > 0 {
+                    rb = rb.header("Range", format!("bytes={have}-"));
+                }
+                Ok(rb)
+            },
+            stalls,
+        )
+        .await
+    }
+
+    /// After a body of `path` ended with `end` (not an overflow): `true`
+    /// when it ended `complete`; else a stall or a failure is counted (the
+    /// error once there were too many) and, after a failure, the backoff
+    /// waited out, and the download goes on from what arrived.
+    pub(super) async fn after_body(
+        &self,
+        repo: &str,
+        path: &str,
+        end: BodyEnd,
+        complete: bool,
+        failures: &mut u32,
+        stalls: &mut u32,
+    ) -> Result<bool> {
+        let broke = match end {
+            BodyEnd::Stalled => {
+                // Resumed from what arrived, like a dropped connection.
+                *stalls += 1;
+                if *stalls >= MAX_STALLS {
+                    return Err(self.stalled(repo, "download", *stalls));
+                }
+                self.note_stall(repo, &format!("download {path}"), *stalls);
+                return Ok(false);
+            }
+            BodyEnd::Done if complete => return Ok(true),
+            BodyEnd::Done | BodyEnd::Overflow => None,
+            BodyEnd::Broke(e) => Some(e),
+        };
+        *failures += 1;
+        if *failures > self.retry.max_retries {
+            return Err(match broke {
+                Some(e) => HubError::Network {
+                    repo: repo.into(),
+                    what: "download",
+                    attempts: *failures,
+                    source: Box::new(e),
+                },
+                None => HubError::protocol(repo, "download", "file ended early"),
+            });
+        }
+        tokio::time::sleep(self.retry.delay(*failures - 1)).await;
+        Ok(false)
     }
 
     /// Write the body of `resp` to `file` (the partial download `part`) as

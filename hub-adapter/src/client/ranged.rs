@@ -21,9 +21,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::AsyncSeekExt as _;
 
 use super::download::BodyEnd;
-use super::{
-    DownloadStats, Expect, HubClient, MAX_STALLS, check, content_range_start, finish_download,
-};
+use super::{DownloadStats, Expect, HubClient, check, content_range_start, finish_download};
 use crate::error::{HubError, Result};
 use crate::hashing::{FileHashes, StreamHasher};
 use brevis_core::ProgressSink;
@@ -417,31 +415,8 @@ impl HubClient {
             if have + got == len {
                 return Ok(());
             }
-            let broke = match end {
-                BodyEnd::Stalled => {
-                    stalls += 1;
-                    if stalls >= MAX_STALLS {
-                        return Err(self.stalled(repo, "download", stalls));
-                    }
-                    self.note_stall(repo, &format!("download {path}"), stalls);
-                    continue;
-                }
-                BodyEnd::Broke(e) => Some(e),
-                BodyEnd::Done | BodyEnd::Overflow => None,
-            };
-            failures += 1;
-            if failures > self.retry.max_retries {
-                return Err(match broke {
-                    Some(e) => HubError::Network {
-                        repo: repo.into(),
-                        what: "download",
-                        attempts: failures,
-                        source: Box::new(e),
-                    },
-                    None => HubError::protocol(repo, "download", "file ended early"),
-                });
-            }
-            tokio::time::sleep(self.retry.delay(failures - 1)).await;
+            self.after_body(repo, path, end, false, &mut failures, &mut stalls)
+                .await?;
         }
     }
 }
