@@ -10,10 +10,10 @@ use reqwest::{Method, StatusCode};
 use tokio::io::AsyncWriteExt as _;
 
 use crate::error::{HubError, Result};
-use crate::hashing::{self, FileHashes};
+use crate::hashing::{self, FileHashes, StreamHasher};
 use crate::paths::{check_repo_id, check_repo_path, check_revision, encode};
 
-use super::*;
+use super::{DownloadStats, Expect, FileMetadata, HubClient, MAX_STALLS, check};
 
 pub(super) fn content_range_start(h: &HeaderMap) -> Option<u64> {
     let v = h.get("content-range")?.to_str().ok()?;
@@ -76,6 +76,94 @@ pub fn incomplete_path(dst: &Path) -> PathBuf {
     let mut s = dst.as_os_str().to_owned();
     s.push(".incomplete");
     PathBuf::from(s)
+}
+
+/// How a response body ended (see [`HubClient::receive`]).
+pub(super) enum BodyEnd {
+    /// The server ended it (whole or short: the caller counts).
+    Done,
+    /// The connection broke.
+    Broke(reqwest::Error),
+    /// No byte came for the stall timeout.
+    Stalled,
+    /// It held more bytes than there was room for.
+    Overflow,
+}
+
+/// The partial file `dst.incomplete` of a single-stream download: how much
+/// of it there is, and the hashes of what arrived in this call. The body
+/// is hashed as it arrives when this call receives all of it (a partial
+/// file left by an earlier run is read back instead; the blob id needs the
+/// size first).
+struct Partial<'a> {
+    path: &'a Path,
+    expect: &'a Expect,
+    have: u64,
+    hasher: Option<StreamHasher>,
+}
+
+impl<'a> Partial<'a> {
+    /// What an earlier run left at `path`: nothing when it is longer than
+    /// the expected size (it is removed).
+    async fn find(path: &'a Path, expect: &'a Expect) -> Partial<'a> {
+        let mut p = Partial {
+            path,
+            expect,
+            have: tokio::fs::metadata(path).await.map_or(0, |m| m.len()),
+            hasher: None,
+        };
+        if expect.size.is_some_and(|s| p.have > s) {
+            p.discard().await;
+        }
+        p
+    }
+
+    /// Start over: the file is removed.
+    async fn discard(&mut self) {
+        self.have = 0;
+        let _ = tokio::fs::remove_file(self.path).await;
+    }
+
+    /// The file opened for a body that continues it (`append`) or replaces
+    /// it; a hasher is kept only while it has seen every byte.
+    async fn open(&mut self, append: bool) -> Result<tokio::fs::File> {
+        if !append {
+            self.have = 0;
+        }
+        if self.have == 0 {
+            let git = self.expect.git_oid.is_some();
+            self.hasher = (!git || self.expect.size.is_some())
+                .then(|| StreamHasher::new(self.expect.size.unwrap_or(0), git));
+        }
+        if self.hasher.as_ref().is_some_and(|h| h.len() != self.have) {
+            self.hasher = None;
+        }
+        tokio::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(self.path)
+            .await
+            .map_err(|e| HubError::io(self.path, e))
+    }
+
+    /// `c` was written to the end of the file.
+    fn add(&mut self, c: &[u8]) {
+        if let Some(h) = &mut self.hasher {
+            h.update(c);
+        }
+        self.have += c.len() as u64;
+    }
+
+    /// The hashes of the whole file: the running ones when they saw all of
+    /// it, else read back.
+    async fn hashes(self) -> Result<FileHashes> {
+        match self.hasher {
+            Some(h) if h.len() == self.have => Ok(h.finish()),
+            _ => hashing::hash_file_async(self.path, self.expect.git_oid.is_some()).await,
+        }
+    }
 }
 
 impl HubClient {
@@ -188,51 +276,22 @@ impl HubClient {
                 .await;
         }
         let mut stats = DownloadStats::default();
-        let mut have = match tokio::fs::metadata(&part).await {
-            Ok(m) => m.len(),
-            Err(_) => 0,
-        };
-        if expect.size.is_some_and(|s| have > s) {
-            have = 0;
-            let _ = tokio::fs::remove_file(&part).await;
-        }
-        stats.resumed_from = have;
-        progress.advance(have);
-        // The body is hashed as it arrives when this call receives all of
-        // it (a partial file left by an earlier run is read back instead;
-        // the blob id needs the size first).
-        let git = expect.git_oid.is_some();
-        let fresh = || {
-            (!git || expect.size.is_some())
-                .then(|| hashing::StreamHasher::new(expect.size.unwrap_or(0), git))
-        };
-        let mut hasher = None;
+        let mut partial = Partial::find(&part, expect).await;
+        stats.resumed_from = partial.have;
+        progress.advance(partial.have);
         let mut failures = 0u32;
         // Stalls of the headers and of the body, all attempts together.
         let mut stalls = 0u32;
         loop {
-            if expect.size == Some(have) && have > 0 {
+            if expect.size == Some(partial.have) && partial.have > 0 {
                 break;
             }
             let _conn = self.connections.acquire().await;
-            let resp = self
-                .send_counting(
-                    repo,
-                    "download",
-                    || {
-                        let mut rb = self.request(Method::GET, &url);
-                        if have > 0 {
-                            rb = rb.header("Range", format!("bytes={have}-"));
-                        }
-                        Ok(rb)
-                    },
-                    &mut stalls,
-                )
-                .await?;
+            let have = partial.have;
+            let resp = self.get_from(repo, &url, have, &mut stalls).await?;
             if resp.status() == StatusCode::RANGE_NOT_SATISFIABLE {
                 // The partial file is not a prefix of this file: start over.
-                have = 0;
-                let _ = tokio::fs::remove_file(&part).await;
+                partial.discard().await;
                 failures += 1;
                 if failures > self.retry.max_retries {
                     return Err(HubError::protocol(
@@ -256,108 +315,151 @@ impl HubClient {
                 }
             } else if have > 0 {
                 progress.advance(0);
-                have = 0;
             }
-            if have == 0 {
-                hasher = fresh();
-            }
-            if hasher.as_ref().is_some_and(|h| h.len() != have) {
-                hasher = None;
-            }
-            let mut file = tokio::fs::OpenOptions::new()
-                .create(true)
-                .write(true)
-                .append(append)
-                .truncate(!append)
-                .open(&part)
-                .await
-                .map_err(|e| HubError::io(&part, e))?;
-            let mut body = resp.bytes_stream();
-            let mut broke = None;
-            let mut stalled = false;
-            loop {
-                let chunk = match tokio::time::timeout(self.stall, body.next()).await {
-                    Ok(Some(c)) => c,
-                    Ok(None) => break,
-                    Err(_) => {
-                        stalled = true;
-                        break;
-                    }
-                };
-                match chunk {
-                    Ok(c) => {
-                        if expect.size.is_some_and(|s| have + c.len() as u64 > s) {
-                            let _ = tokio::fs::remove_file(&part).await;
-                            return Err(HubError::protocol(
-                                repo,
-                                "download",
-                                "more bytes than the expected size",
-                            ));
-                        }
-                        if let Err(e) = file.write_all(&c).await {
-                            drop(file);
-                            return Err(self.write_failed(&part, e).await);
-                        }
-                        if let Some(h) = &mut hasher {
-                            h.update(&c);
-                        }
-                        have += c.len() as u64;
-                        stats.bytes_on_wire += c.len() as u64;
-                        progress.advance(c.len() as u64);
-                    }
-                    Err(e) => {
-                        broke = Some(e);
+            let file = partial.open(append).await?;
+            let room = expect.size.map_or(u64::MAX, |s| s - partial.have);
+            let end = self
+                .receive(resp, file, &part, room, true, |c| {
+                    partial.add(c);
+                    stats.bytes_on_wire += c.len() as u64;
+                    progress.advance(c.len() as u64);
+                })
+                .await?;
+            match end {
+                BodyEnd::Overflow => {
+                    let _ = tokio::fs::remove_file(&part).await;
+                    return Err(HubError::protocol(
+                        repo,
+                        "download",
+                        "more bytes than the expected size",
+                    ));
+                }
+                end => {
+                    let complete = expect.size.is_none_or(|s| s == partial.have);
+                    if self
+                        .after_body(repo, path, end, complete, &mut failures, &mut stalls)
+                        .await?
+                    {
                         break;
                     }
                 }
             }
-            let synced = match file.flush().await {
-                Ok(()) => file.sync_all().await,
-                Err(e) => Err(e),
-            };
-            drop(file);
-            if let Err(e) = synced {
-                return Err(self.write_failed(&part, e).await);
-            }
-            if stalled {
-                // Resumed from what arrived, like a dropped connection.
-                stalls += 1;
-                if stalls >= MAX_STALLS {
-                    return Err(self.stalled(repo, "download", stalls));
-                }
-                self.note_stall(repo, &format!("download {path}"), stalls);
-                continue;
-            }
-            match broke {
-                None => {
-                    if expect.size.is_none() || expect.size == Some(have) {
-                        break;
-                    }
-                    failures += 1;
-                }
-                Some(e) => {
-                    failures += 1;
-                    if failures > self.retry.max_retries {
-                        return Err(HubError::Network {
-                            repo: repo.into(),
-                            what: "download",
-                            attempts: failures,
-                            source: Box::new(e),
-                        });
-                    }
-                }
-            }
-            if failures > self.retry.max_retries {
-                return Err(HubError::protocol(repo, "download", "file ended early"));
-            }
-            tokio::time::sleep(self.retry.delay(failures.saturating_sub(1))).await;
         }
-        let hashes = match hasher {
-            Some(h) if h.len() == have => h.finish(),
-            _ => hashing::hash_file_async(&part, git).await?,
-        };
+        let hashes = partial.hashes().await?;
         stats.hashes = Some(finish_download(repo, path, &part, dst, hashes, expect).await?);
         Ok(stats)
+    }
+
+    /// `GET url` from byte `have` on (all of it when `have` is 0), its
+    /// stalls counted in `stalls`.
+    async fn get_from(
+        &self,
+        repo: &str,
+        url: &str,
+        have: u64,
+        stalls: &mut u32,
+    ) -> Result<reqwest::Response> {
+        self.send_counting(
+            repo,
+            "download",
+            || {
+                let mut rb = self.request(Method::GET, url);
+                if have > 0 {
+                    rb = rb.header("Range", format!("bytes={have}-"));
+                }
+                Ok(rb)
+            },
+            stalls,
+        )
+        .await
+    }
+
+    /// After a body of `path` ended with `end` (not an overflow): `true`
+    /// when it ended `complete`; else a stall or a failure is counted (the
+    /// error once there were too many) and, after a failure, the backoff
+    /// waited out, and the download goes on from what arrived.
+    pub(super) async fn after_body(
+        &self,
+        repo: &str,
+        path: &str,
+        end: BodyEnd,
+        complete: bool,
+        failures: &mut u32,
+        stalls: &mut u32,
+    ) -> Result<bool> {
+        let broke = match end {
+            BodyEnd::Stalled => {
+                // Resumed from what arrived, like a dropped connection.
+                *stalls += 1;
+                if *stalls >= MAX_STALLS {
+                    return Err(self.stalled(repo, "download", *stalls));
+                }
+                self.note_stall(repo, &format!("download {path}"), *stalls);
+                return Ok(false);
+            }
+            BodyEnd::Done if complete => return Ok(true),
+            BodyEnd::Done | BodyEnd::Overflow => None,
+            BodyEnd::Broke(e) => Some(e),
+        };
+        *failures += 1;
+        if *failures > self.retry.max_retries {
+            return Err(match broke {
+                Some(e) => HubError::Network {
+                    repo: repo.into(),
+                    what: "download",
+                    attempts: *failures,
+                    source: Box::new(e),
+                },
+                None => HubError::protocol(repo, "download", "file ended early"),
+            });
+        }
+        tokio::time::sleep(self.retry.delay(*failures - 1)).await;
+        Ok(false)
+    }
+
+    /// Write the body of `resp` to `file` (the partial download `part`) as
+    /// it arrives, until it ends, breaks, stalls or would pass `room`
+    /// bytes (then nothing past the room is written). `got` sees each
+    /// chunk once it is written. The file is flushed (and with `sync`
+    /// synced) unless the body overflowed; a failed write is the error of
+    /// [`HubClient::write_failed`].
+    pub(super) async fn receive(
+        &self,
+        resp: reqwest::Response,
+        mut file: tokio::fs::File,
+        part: &Path,
+        room: u64,
+        sync: bool,
+        mut got: impl FnMut(&[u8]),
+    ) -> Result<BodyEnd> {
+        let mut body = resp.bytes_stream();
+        let mut written = 0u64;
+        let end = loop {
+            let c = match tokio::time::timeout(self.stall, body.next()).await {
+                Ok(Some(Ok(c))) => c,
+                Ok(Some(Err(e))) => break BodyEnd::Broke(e),
+                Ok(None) => break BodyEnd::Done,
+                Err(_) => break BodyEnd::Stalled,
+            };
+            if written + c.len() as u64 > room {
+                return Ok(BodyEnd::Overflow);
+            }
+            if let Err(e) = file.write_all(&c).await {
+                drop(file);
+                return Err(self.write_failed(part, e).await);
+            }
+            written += c.len() as u64;
+            got(&c);
+        };
+        let mut saved = file.flush().await;
+        if sync && saved.is_ok() {
+            saved = file.sync_all().await;
+        }
+        drop(file);
+        match saved {
+            Ok(()) => Ok(end),
+            Err(e) => Err(self.write_failed(part, e).await),
+        }
     }
 
     /// Download several files at once (up to the client's concurrency), each

@@ -68,6 +68,18 @@ pub const STALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// about 90 s.
 pub const MAX_STALLS: u32 = 3;
 
+/// How long a connection may take to open: longer is a host that is not
+/// there (or a network that is down).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How long one read may wait for bytes at the socket, a backstop beside
+/// the client's own [`STALL_TIMEOUT`].
+const READ_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Files downloaded or uploaded at once by default: enough to hide each
+/// request's round trips without crowding a connection.
+const DEFAULT_CONCURRENCY: usize = 4;
+
 impl std::fmt::Debug for HubClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HubClient")
@@ -91,8 +103,8 @@ impl HubClient {
         }
         let http = reqwest::Client::builder()
             .user_agent(concat!("brevis-hub/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(Duration::from_secs(20))
-            .read_timeout(Duration::from_secs(120))
+            .connect_timeout(CONNECT_TIMEOUT)
+            .read_timeout(READ_TIMEOUT)
             // Redirects are followed by hand: the token must never go to
             // another host, and a HEAD's metadata is the redirect's own.
             .redirect(reqwest::redirect::Policy::none())
@@ -108,7 +120,7 @@ impl HubClient {
             token: token.filter(|t| !t.is_empty()),
             http,
             retry: RetryPolicy::default(),
-            concurrency: 4,
+            concurrency: DEFAULT_CONCURRENCY,
             stall: STALL_TIMEOUT,
             notes: None,
             token_hint: Arc::from(DEFAULT_TOKEN_HINT),

@@ -15,15 +15,17 @@ use std::collections::BTreeSet;
 use std::io::{Read as _, Seek as _};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncSeekExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncSeekExt as _;
 
+use super::download::BodyEnd;
 use super::{DownloadStats, Expect, HubClient, check, content_range_start, finish_download};
 use crate::error::{HubError, Result};
 use crate::hashing::{FileHashes, StreamHasher};
 use brevis_core::ProgressSink;
-use futures_util::{StreamExt as _, TryStreamExt as _};
+use futures_util::TryStreamExt as _;
 use reqwest::{Method, StatusCode};
 
 /// Default chunk size of a ranged download (`BREVIS_CHUNK_SIZE`): a file no
@@ -39,6 +41,9 @@ const MIN_PIECE: u64 = 1 << 20;
 /// past it).
 const MAX_CHUNKS: u64 = 100_000;
 
+/// Bytes read at a time when a chunk is read back to be hashed.
+const HASH_BUF: usize = 1 << 20;
+
 /// How a client splits downloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkPlan {
@@ -46,6 +51,19 @@ pub struct ChunkPlan {
     pub chunk_size: u64,
     /// Connections at once, over all the client's downloads.
     pub connections: usize,
+}
+
+impl ChunkPlan {
+    /// The chunk size for a file of `size` bytes: at most a chunk, and small
+    /// enough that the file spreads over every connection (not under
+    /// [`MIN_PIECE`] each), with at most [`MAX_CHUNKS`] chunks.
+    fn piece(&self, size: u64) -> u64 {
+        let spread = size.div_ceil(self.connections.max(1) as u64).max(MIN_PIECE);
+        self.chunk_size
+            .min(spread)
+            .max(size.div_ceil(MAX_CHUNKS))
+            .max(1)
+    }
 }
 
 impl Default for ChunkPlan {
@@ -147,7 +165,7 @@ fn hash_span(part: &Path, start: u64, len: u64, h: &mut StreamHasher) -> std::io
     let mut f = std::fs::File::open(part)?;
     f.seek(std::io::SeekFrom::Start(start))?;
     let mut f = f.take(len);
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = vec![0u8; HASH_BUF];
     loop {
         let n = f.read(&mut buf)?;
         if n == 0 {
@@ -156,6 +174,50 @@ fn hash_span(part: &Path, start: u64, len: u64, h: &mut StreamHasher) -> std::io
         h.update(&buf[..n]);
     }
     Ok(())
+}
+
+/// The hashes of `part` (of `size` bytes in `n` chunks), taking the chunks
+/// in order, each as soon as it and all before it are complete (`done`
+/// names each chunk once it is). `None` when `done` closes first or a read
+/// fails.
+async fn hash_in_order(
+    part: &Path,
+    size: u64,
+    git: bool,
+    n: usize,
+    prog: &Mutex<Progress>,
+    mut done: tokio::sync::mpsc::UnboundedReceiver<usize>,
+) -> Option<FileHashes> {
+    let mut h = StreamHasher::new(size, git);
+    let mut ready = BTreeSet::new();
+    let mut next = 0usize;
+    while next < n {
+        let i = done.recv().await?;
+        ready.insert(i);
+        while ready.remove(&next) {
+            let (start, len) = prog.lock().unwrap_or_else(|e| e.into_inner()).span(next);
+            let p = part.to_path_buf();
+            h = tokio::task::spawn_blocking(move || hash_span(&p, start, len, &mut h).map(|()| h))
+                .await
+                .ok()?
+                .ok()?;
+            next += 1;
+        }
+    }
+    Some(h.finish())
+}
+
+/// `part` opened for writing at `from`.
+async fn open_at(part: &Path, from: u64) -> Result<tokio::fs::File> {
+    let mut file = tokio::fs::OpenOptions::new()
+        .write(true)
+        .open(part)
+        .await
+        .map_err(|e| HubError::io(part, e))?;
+    file.seek(std::io::SeekFrom::Start(from))
+        .await
+        .map_err(|e| HubError::io(part, e))?;
+    Ok(file)
 }
 
 impl HubClient {
@@ -205,17 +267,7 @@ impl HubClient {
         size: u64,
         progress: &dyn ProgressSink,
     ) -> Result<DownloadStats> {
-        // Pieces of at most a chunk, and small enough that the file spreads
-        // over every connection (not under a MiB each).
-        let spread = size
-            .div_ceil(self.chunks.connections.max(1) as u64)
-            .max(MIN_PIECE);
-        let chunk = self
-            .chunks
-            .chunk_size
-            .min(spread)
-            .max(size.div_ceil(MAX_CHUNKS))
-            .max(1);
+        let chunk = self.chunks.piece(size);
         let prog = {
             let part = part.to_path_buf();
             tokio::task::spawn_blocking(move || resume(&part, size, chunk))
@@ -230,8 +282,8 @@ impl HubClient {
         progress.advance(prog.have());
         let prog = Mutex::new(prog);
         let url = Mutex::new(self.content_url(repo, revision, path).await?);
-        let wire = std::sync::atomic::AtomicU64::new(0);
-        let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<usize>();
+        let wire = AtomicU64::new(0);
+        let (done_tx, done_rx) = tokio::sync::mpsc::unbounded_channel::<usize>();
         let todo: Vec<usize> = {
             let p = prog.lock().unwrap_or_else(|e| e.into_inner());
             for i in 0..n {
@@ -241,30 +293,8 @@ impl HubClient {
             }
             (0..n).filter(|&i| !p.complete(i)).collect()
         };
-        // The hasher: chunks in order, each as soon as it and all before it
-        // are complete.
         let git = expect.git_oid.is_some();
-        let hash = async {
-            let mut h = StreamHasher::new(size, git);
-            let mut ready = BTreeSet::new();
-            let mut next = 0usize;
-            while next < n {
-                let i = done_rx.recv().await?;
-                ready.insert(i);
-                while ready.remove(&next) {
-                    let (start, len) = prog.lock().unwrap_or_else(|e| e.into_inner()).span(next);
-                    let p = part.to_path_buf();
-                    h = tokio::task::spawn_blocking(move || {
-                        hash_span(&p, start, len, &mut h).map(|()| h)
-                    })
-                    .await
-                    .ok()?
-                    .ok()?;
-                    next += 1;
-                }
-            }
-            Some(h.finish())
-        };
+        let hash = hash_in_order(part, size, git, n, &prog, done_rx);
         let fetched = async {
             let tx = done_tx;
             let r = futures_util::stream::iter(todo.into_iter().map(Ok))
@@ -282,7 +312,7 @@ impl HubClient {
             r
         };
         let (fetched, hashes): (Result<()>, Option<FileHashes>) = tokio::join!(fetched, hash);
-        stats.bytes_on_wire = wire.load(std::sync::atomic::Ordering::Relaxed);
+        stats.bytes_on_wire = wire.load(Ordering::Relaxed);
         let pp = progress_path(part);
         let saved = save(&pp, &prog.lock().unwrap_or_else(|e| e.into_inner()));
         fetched?;
@@ -310,7 +340,7 @@ impl HubClient {
         i: usize,
         prog: &Mutex<Progress>,
         url: &Mutex<String>,
-        wire: &std::sync::atomic::AtomicU64,
+        wire: &AtomicU64,
         progress: &dyn ProgressSink,
     ) -> Result<()> {
         let mut failures = 0u32;
@@ -365,76 +395,28 @@ impl HubClient {
                     ),
                 ));
             }
-            let mut file = tokio::fs::OpenOptions::new()
-                .write(true)
-                .open(part)
-                .await
-                .map_err(|e| HubError::io(part, e))?;
-            file.seek(std::io::SeekFrom::Start(from))
-                .await
-                .map_err(|e| HubError::io(part, e))?;
-            let mut body = resp.bytes_stream();
-            let mut broke = None;
-            let mut stalled = false;
+            let file = open_at(part, from).await?;
             let mut got = 0u64;
-            loop {
-                let c = match tokio::time::timeout(self.stall, body.next()).await {
-                    Ok(Some(Ok(c))) => c,
-                    Ok(Some(Err(e))) => {
-                        broke = Some(e);
-                        break;
-                    }
-                    Ok(None) => break,
-                    Err(_) => {
-                        stalled = true;
-                        break;
-                    }
-                };
-                if got + c.len() as u64 > len - have {
-                    return Err(HubError::protocol(
-                        repo,
-                        "download",
-                        format!("{path}: more bytes than the range asked for"),
-                    ));
-                }
-                if let Err(e) = file.write_all(&c).await {
-                    drop(file);
-                    return Err(self.write_failed(part, e).await);
-                }
-                got += c.len() as u64;
-                wire.fetch_add(c.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                progress.advance(c.len() as u64);
-                prog.lock().unwrap_or_else(|e| e.into_inner()).done[i] += c.len() as u64;
+            let end = self
+                .receive(resp, file, part, len - have, false, |c| {
+                    got += c.len() as u64;
+                    wire.fetch_add(c.len() as u64, Ordering::Relaxed);
+                    progress.advance(c.len() as u64);
+                    prog.lock().unwrap_or_else(|e| e.into_inner()).done[i] += c.len() as u64;
+                })
+                .await?;
+            if let BodyEnd::Overflow = end {
+                return Err(HubError::protocol(
+                    repo,
+                    "download",
+                    format!("{path}: more bytes than the range asked for"),
+                ));
             }
-            if let Err(e) = file.flush().await {
-                drop(file);
-                return Err(self.write_failed(part, e).await);
-            }
-            drop(file);
             if have + got == len {
                 return Ok(());
             }
-            if stalled {
-                stalls += 1;
-                if stalls >= super::MAX_STALLS {
-                    return Err(self.stalled(repo, "download", stalls));
-                }
-                self.note_stall(repo, &format!("download {path}"), stalls);
-                continue;
-            }
-            failures += 1;
-            if failures > self.retry.max_retries {
-                return Err(match broke {
-                    Some(e) => HubError::Network {
-                        repo: repo.into(),
-                        what: "download",
-                        attempts: failures,
-                        source: Box::new(e),
-                    },
-                    None => HubError::protocol(repo, "download", "file ended early"),
-                });
-            }
-            tokio::time::sleep(self.retry.delay(failures - 1)).await;
+            self.after_body(repo, path, end, false, &mut failures, &mut stalls)
+                .await?;
         }
     }
 }

@@ -8,7 +8,17 @@ use serde_json::{Value, json};
 use crate::error::{HubError, Result};
 use crate::paths::{check_repo_id, check_repo_path, check_revision, encode};
 
-use super::*;
+use super::{HubClient, RepoFile, RepoInfo, check};
+
+/// Hex digits of a git commit id (SHA-1).
+const COMMIT_ID_HEX: usize = 40;
+
+/// Hex digits of an LFS oid (SHA-256).
+const SHA256_HEX: usize = 64;
+
+/// Pages of one tree listing at most: a server whose `Link` pages never
+/// end is refused rather than followed forever.
+const MAX_TREE_PAGES: usize = 100_000;
 
 #[derive(Deserialize)]
 pub(super) struct TreeItem {
@@ -75,7 +85,7 @@ impl HubClient {
             .get("sha")
             .and_then(Value::as_str)
             .ok_or_else(|| HubError::protocol(repo, "repo info", "no sha"))?;
-        if sha.len() != 40 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !is_hex(sha, COMMIT_ID_HEX) {
             return Err(HubError::protocol(
                 repo,
                 "repo info",
@@ -126,7 +136,7 @@ impl HubClient {
         );
         let mut out = Vec::new();
         let mut decoded_from = None;
-        for _page in 0..100_000 {
+        for _page in 0..MAX_TREE_PAGES {
             let u = url.clone();
             let resp = self
                 .send(repo, "tree listing", || Ok(self.request(Method::GET, &u)))
@@ -150,7 +160,7 @@ impl HubClient {
                 }
                 let lfs_sha256 = match it.lfs {
                     Some(l) => {
-                        if !is_hex(&l.oid, 64) {
+                        if !is_hex(&l.oid, SHA256_HEX) {
                             return Err(HubError::protocol(repo, "tree listing", "bad LFS oid"));
                         }
                         if l.size != it.size {

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::error::{HubError, Result};
 
-use super::*;
+use super::{HubClient, MAX_STALLS, STALL_TIMEOUT};
 
 /// How often and how patiently requests are retried on 429, 5xx and
 /// dropped connections.
@@ -23,12 +23,24 @@ pub struct RetryPolicy {
     pub max_delay: Duration,
 }
 
+/// Retries by default: with the doubling delays from
+/// [`DEFAULT_BASE_DELAY`], a server away for about 15 s is waited out.
+const DEFAULT_MAX_RETRIES: u32 = 6;
+/// First backoff delay by default: short enough that a dropped connection
+/// costs little.
+const DEFAULT_BASE_DELAY: Duration = Duration::from_millis(250);
+/// Longest backoff delay by default: a wait that long is a server down,
+/// not a blip.
+const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(20);
+/// Doublings of the backoff delay at most (the factor stays in a `u32`).
+const MAX_DOUBLINGS: u32 = 16;
+
 impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
-            max_retries: 6,
-            base_delay: Duration::from_millis(250),
-            max_delay: Duration::from_secs(20),
+            max_retries: DEFAULT_MAX_RETRIES,
+            base_delay: DEFAULT_BASE_DELAY,
+            max_delay: DEFAULT_MAX_DELAY,
         }
     }
 }
@@ -45,7 +57,9 @@ impl RetryPolicy {
         self
     }
     pub(super) fn delay(&self, attempt: u32) -> Duration {
-        let factor = 1u32.checked_shl(attempt.min(16)).unwrap_or(u32::MAX);
+        let factor = 1u32
+            .checked_shl(attempt.min(MAX_DOUBLINGS))
+            .unwrap_or(u32::MAX);
         self.base_delay.saturating_mul(factor).min(self.max_delay)
     }
 }
@@ -59,6 +73,13 @@ pub(super) const MAX_REDIRECTS: usize = 5;
 
 /// Largest JSON answer accepted from a server (tree pages, manifests).
 pub const MAX_JSON_LEN: usize = 64 << 20;
+
+/// Bytes of an error answer's body read for its message (an error page
+/// says what it has to say in its start).
+const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// Bytes of an error message kept (a whole HTML page is not a message).
+const MAX_ERROR_MESSAGE: usize = 300;
 
 /// Whether an answer may go away if asked again: 429 and 5xx, but not
 /// serve's 500 for a damaged store object (`x-error-code: StoreDamaged`),
@@ -205,7 +226,7 @@ pub(super) async fn check(
             hint: client.token_hint.to_string(),
         });
     }
-    let body = read_limited(resp, 64 << 10, STALL_TIMEOUT)
+    let body = read_limited(resp, MAX_ERROR_BODY, STALL_TIMEOUT)
         .await
         .unwrap_or_default();
     let mut message = header_msg.unwrap_or_else(|| {
@@ -214,8 +235,8 @@ pub(super) async fn check(
             .and_then(|v| v.get("error").and_then(Value::as_str).map(String::from))
             .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned())
     });
-    if message.len() > 300 {
-        let mut cut = 300;
+    if message.len() > MAX_ERROR_MESSAGE {
+        let mut cut = MAX_ERROR_MESSAGE;
         while !message.is_char_boundary(cut) {
             cut -= 1;
         }
@@ -334,22 +355,7 @@ impl HubClient {
                     if resp.status() == StatusCode::TOO_MANY_REQUESTS
                         && rate_limit_wait(resp.headers()).is_some() =>
                 {
-                    let wait =
-                        rate_limit_wait(resp.headers()).unwrap_or_default() + RATE_LIMIT_MARGIN;
-                    if rate_waited + wait > self.max_rate_wait {
-                        return Err(HubError::RateLimited {
-                            repo: repo.into(),
-                            what,
-                            waited_secs: (rate_waited + wait).as_secs(),
-                            limit_secs: self.max_rate_wait.as_secs(),
-                        });
-                    }
-                    rate_waited += wait;
-                    self.pause_for(wait);
-                    self.note(&format!(
-                        "{repo}: {what}: rate limited by the server; every request waits {:.0} s",
-                        wait.as_secs_f64().ceil()
-                    ));
+                    self.rate_limited(repo, what, &resp, &mut rate_waited)?;
                 }
                 Ok(resp)
                     if idempotent && is_retryable(&resp) && attempt < self.retry.max_retries =>
@@ -369,36 +375,77 @@ impl HubClient {
                 }
                 Ok(resp) => return Ok(resp),
                 Err(e) => {
-                    if let Some(reason) = self.unhealable(&e, &url) {
-                        return Err(HubError::Unreachable {
-                            endpoint: origin_of(&url),
-                            reason,
-                        });
-                    }
-                    if (idempotent || e.is_connect())
-                        && attempt < self.retry.max_retries
-                        && !e.is_builder()
-                    {
-                        let wait = self.retry.delay(attempt);
-                        self.note(&format!(
-                            "{repo}: {what}: {e}; trying again in {:.1} s ({} of {})",
-                            wait.as_secs_f64(),
-                            attempt + 1,
-                            self.retry.max_retries
-                        ));
-                        tokio::time::sleep(wait).await;
-                        attempt += 1;
-                        continue;
-                    }
-                    return Err(HubError::Network {
-                        repo: repo.into(),
-                        what,
-                        attempts: attempt + 1,
-                        source: Box::new(e),
-                    });
+                    self.back_off(repo, what, e, &url, attempt, idempotent)
+                        .await?;
+                    attempt += 1;
                 }
             }
         }
+    }
+
+    /// Pause every request for what the 429 `resp` asks, plus
+    /// [`RATE_LIMIT_MARGIN`]; the error once one call's waits would pass
+    /// [`HubClient::with_max_rate_limit_wait`] (`waited` counts them).
+    fn rate_limited(
+        &self,
+        repo: &str,
+        what: &'static str,
+        resp: &Response,
+        waited: &mut Duration,
+    ) -> Result<()> {
+        let wait = rate_limit_wait(resp.headers()).unwrap_or_default() + RATE_LIMIT_MARGIN;
+        if *waited + wait > self.max_rate_wait {
+            return Err(HubError::RateLimited {
+                repo: repo.into(),
+                what,
+                waited_secs: (*waited + wait).as_secs(),
+                limit_secs: self.max_rate_wait.as_secs(),
+            });
+        }
+        *waited += wait;
+        self.pause_for(wait);
+        self.note(&format!(
+            "{repo}: {what}: rate limited by the server; every request waits {:.0} s",
+            wait.as_secs_f64().ceil()
+        ));
+        Ok(())
+    }
+
+    /// After attempt `attempt` to `url` failed with `e`: wait before the
+    /// next one when it may be sent again (see [`HubClient::send_with`]),
+    /// else the error.
+    async fn back_off(
+        &self,
+        repo: &str,
+        what: &'static str,
+        e: reqwest::Error,
+        url: &str,
+        attempt: u32,
+        idempotent: bool,
+    ) -> Result<()> {
+        if let Some(reason) = self.unhealable(&e, url) {
+            return Err(HubError::Unreachable {
+                endpoint: origin_of(url),
+                reason,
+            });
+        }
+        if (idempotent || e.is_connect()) && attempt < self.retry.max_retries && !e.is_builder() {
+            let wait = self.retry.delay(attempt);
+            self.note(&format!(
+                "{repo}: {what}: {e}; trying again in {:.1} s ({} of {})",
+                wait.as_secs_f64(),
+                attempt + 1,
+                self.retry.max_retries
+            ));
+            tokio::time::sleep(wait).await;
+            return Ok(());
+        }
+        Err(HubError::Network {
+            repo: repo.into(),
+            what,
+            attempts: attempt + 1,
+            source: Box::new(e),
+        })
     }
 
     /// Wait until a pause a 429 set is over.

@@ -1,5 +1,6 @@
 //! Uploads: preupload, the LFS batch API (basic and multipart), the NDJSON commit.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -13,11 +14,23 @@ use crate::error::{HubError, Result};
 use crate::hashing;
 use crate::paths::{check_repo_id, check_repo_path, check_revision, encode};
 
-use super::*;
+use super::{CommitInfo, HubClient, RepoFile, UploadFile, UploadStats, check};
 
 /// The most changes (files added, changed or deleted) one commit holds, as
 /// the Hub advises.
 pub const MAX_COMMIT_FILES: usize = 100;
+
+/// Files asked about in one preupload request, as `huggingface_hub` sends
+/// them (the Hub refuses longer lists).
+const PREUPLOAD_BATCH: usize = 250;
+
+/// Bytes of a file's start sent with its preupload question (the Hub
+/// looks at them to choose LFS or not).
+const PREUPLOAD_SAMPLE: usize = 512;
+
+/// Objects asked about in one LFS batch request (the batch API's usual
+/// limit).
+const LFS_BATCH: usize = 100;
 
 pub(super) fn header_map(h: Option<&serde_json::Map<String, Value>>) -> HeaderMap {
     let mut out = HeaderMap::new();
@@ -32,6 +45,51 @@ pub(super) fn header_map(h: Option<&serde_json::Map<String, Value>>) -> HeaderMa
         }
     }
     out
+}
+
+/// The NDJSON body of a commit on `parent` (see [`HubClient::commit`]),
+/// and the bytes of the files sent inline in it.
+async fn commit_lines(
+    summary: &str,
+    parent: &str,
+    lfs: &[&UploadFile],
+    regular: &[&UploadFile],
+    deleted: &[String],
+) -> Result<(Vec<u8>, u64)> {
+    let mut lines = Vec::new();
+    let mut header = serde_json::to_vec(&json!({"key": "header", "value": {
+        "summary": summary, "description": "", "parentCommit": parent,
+    }}))
+    .unwrap_or_default();
+    header.push(b'\n');
+    lines.extend(header);
+    let mut inline = 0u64;
+    for f in regular {
+        let data = tokio::fs::read(&f.local)
+            .await
+            .map_err(|e| HubError::io(&f.local, e))?;
+        inline += data.len() as u64;
+        let v = json!({"key": "file", "value": {
+            "path": f.path_in_repo,
+            "encoding": "base64",
+            "content": base64::engine::general_purpose::STANDARD.encode(&data),
+        }});
+        lines.extend(serde_json::to_vec(&v).unwrap_or_default());
+        lines.push(b'\n');
+    }
+    for f in lfs {
+        let v = json!({"key": "lfsFile", "value": {
+            "path": f.path_in_repo, "algo": "sha256", "oid": f.hashes.sha256_hex(), "size": f.hashes.size,
+        }});
+        lines.extend(serde_json::to_vec(&v).unwrap_or_default());
+        lines.push(b'\n');
+    }
+    for p in deleted {
+        let v = json!({"key": "deletedFile", "value": {"path": p}});
+        lines.extend(serde_json::to_vec(&v).unwrap_or_default());
+        lines.push(b'\n');
+    }
+    Ok((lines, inline))
 }
 
 impl HubClient {
@@ -51,10 +109,10 @@ impl HubClient {
             encode(revision, false)
         );
         let mut out = Vec::with_capacity(files.len());
-        for chunk in files.chunks(250) {
+        for chunk in files.chunks(PREUPLOAD_BATCH) {
             let mut list = Vec::new();
             for f in chunk {
-                let sample = hashing::read_sample(&f.local, 512).await?;
+                let sample = hashing::read_sample(&f.local, PREUPLOAD_SAMPLE).await?;
                 list.push(json!({
                     "path": f.path_in_repo,
                     "size": f.hashes.size,
@@ -105,7 +163,7 @@ impl HubClient {
         let url = format!("{}/{}.git/info/lfs/objects/batch", self.endpoint, repo);
         let mut todo: Vec<(&UploadFile, Value)> = Vec::new();
         let mut present = 0usize;
-        for chunk in files.chunks(100) {
+        for chunk in files.chunks(LFS_BATCH) {
             let objects: Vec<Value> = chunk
                 .iter()
                 .map(|f| json!({"oid": f.hashes.sha256_hex(), "size": f.hashes.size}))
@@ -184,6 +242,8 @@ impl HubClient {
         Ok((sent, todo.len(), present))
     }
 
+    /// Send one LFS object as the batch answer's `actions` say (basic or
+    /// multipart, then verify); returns its size.
     pub(super) async fn upload_one(
         &self,
         repo: &str,
@@ -204,68 +264,7 @@ impl HubClient {
         });
         let size = f.hashes.size;
         if let (Some(chunk), Some(h)) = (chunk_size, header) {
-            if chunk == 0 {
-                return Err(HubError::protocol(repo, "LFS upload", "chunk_size 0"));
-            }
-            let mut parts: Vec<(u64, String)> = h
-                .iter()
-                .filter_map(|(k, v)| Some((k.parse::<u64>().ok()?, v.as_str()?.to_string())))
-                .collect();
-            parts.sort();
-            if parts.len() as u64 != size.div_ceil(chunk) {
-                return Err(HubError::protocol(
-                    repo,
-                    "LFS upload",
-                    "wrong number of parts",
-                ));
-            }
-            let mut etags = Vec::new();
-            for (i, (n, part_url)) in parts.iter().enumerate() {
-                let start = i as u64 * chunk;
-                let len = chunk.min(size - start);
-                let data = hashing::read_range(&f.local, start, len).await?;
-                let resp = self
-                    .send(repo, "LFS part upload", || {
-                        Ok(self.request(Method::PUT, part_url).body(data.clone()))
-                    })
-                    .await?;
-                let resp = check(
-                    resp,
-                    repo,
-                    Some(&f.path_in_repo),
-                    None,
-                    "LFS part upload",
-                    self,
-                )
-                .await?;
-                let etag = resp
-                    .headers()
-                    .get("etag")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("")
-                    .to_string();
-                etags.push(json!({"partNumber": n, "etag": etag}));
-                progress.advance(len);
-            }
-            let body = json!({"oid": f.hashes.sha256_hex(), "parts": etags});
-            let resp = self
-                .send(repo, "LFS multipart completion", || {
-                    Ok(self
-                        .request(Method::POST, href)
-                        .header("Accept", "application/vnd.git-lfs+json")
-                        .header("Content-Type", "application/vnd.git-lfs+json")
-                        .json(&body))
-                })
-                .await?;
-            check(
-                resp,
-                repo,
-                Some(&f.path_in_repo),
-                None,
-                "LFS multipart completion",
-                self,
-            )
-            .await?;
+            self.upload_parts(repo, f, href, h, chunk, progress).await?;
         } else {
             let local = f.local.clone();
             let hdrs = header_map(header);
@@ -285,23 +284,107 @@ impl HubClient {
             progress.advance(size);
         }
         if let Some(verify) = actions.get("verify") {
-            let vurl = verify
-                .get("href")
-                .and_then(Value::as_str)
-                .ok_or_else(|| HubError::protocol(repo, "LFS verify", "no href"))?;
-            let hdrs = header_map(verify.get("header").and_then(Value::as_object));
-            let body = json!({"oid": f.hashes.sha256_hex(), "size": size});
-            let resp = self
-                .send(repo, "LFS verify", || {
-                    Ok(self
-                        .request(Method::POST, vurl)
-                        .headers(hdrs.clone())
-                        .json(&body))
-                })
-                .await?;
-            check(resp, repo, Some(&f.path_in_repo), None, "LFS verify", self).await?;
+            self.verify_lfs(repo, f, verify).await?;
         }
         Ok(size)
+    }
+
+    /// Send `f` in parts of `chunk` bytes to the part URLs of `h` (the
+    /// multipart transfer's header), then complete it at `href`.
+    async fn upload_parts(
+        &self,
+        repo: &str,
+        f: &UploadFile,
+        href: &str,
+        h: &serde_json::Map<String, Value>,
+        chunk: u64,
+        progress: &dyn ProgressSink,
+    ) -> Result<()> {
+        let size = f.hashes.size;
+        if chunk == 0 {
+            return Err(HubError::protocol(repo, "LFS upload", "chunk_size 0"));
+        }
+        let mut parts: Vec<(u64, String)> = h
+            .iter()
+            .filter_map(|(k, v)| Some((k.parse::<u64>().ok()?, v.as_str()?.to_string())))
+            .collect();
+        parts.sort();
+        if parts.len() as u64 != size.div_ceil(chunk) {
+            return Err(HubError::protocol(
+                repo,
+                "LFS upload",
+                "wrong number of parts",
+            ));
+        }
+        let mut etags = Vec::new();
+        for (i, (n, part_url)) in parts.iter().enumerate() {
+            let start = i as u64 * chunk;
+            let len = chunk.min(size - start);
+            let data = hashing::read_range(&f.local, start, len).await?;
+            let resp = self
+                .send(repo, "LFS part upload", || {
+                    Ok(self.request(Method::PUT, part_url).body(data.clone()))
+                })
+                .await?;
+            let resp = check(
+                resp,
+                repo,
+                Some(&f.path_in_repo),
+                None,
+                "LFS part upload",
+                self,
+            )
+            .await?;
+            let etag = resp
+                .headers()
+                .get("etag")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            etags.push(json!({"partNumber": n, "etag": etag}));
+            progress.advance(len);
+        }
+        let body = json!({"oid": f.hashes.sha256_hex(), "parts": etags});
+        let resp = self
+            .send(repo, "LFS multipart completion", || {
+                Ok(self
+                    .request(Method::POST, href)
+                    .header("Accept", "application/vnd.git-lfs+json")
+                    .header("Content-Type", "application/vnd.git-lfs+json")
+                    .json(&body))
+            })
+            .await?;
+        check(
+            resp,
+            repo,
+            Some(&f.path_in_repo),
+            None,
+            "LFS multipart completion",
+            self,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The LFS `verify` action: tell the server the object is complete.
+    async fn verify_lfs(&self, repo: &str, f: &UploadFile, verify: &Value) -> Result<()> {
+        let size = f.hashes.size;
+        let vurl = verify
+            .get("href")
+            .and_then(Value::as_str)
+            .ok_or_else(|| HubError::protocol(repo, "LFS verify", "no href"))?;
+        let hdrs = header_map(verify.get("header").and_then(Value::as_object));
+        let body = json!({"oid": f.hashes.sha256_hex(), "size": size});
+        let resp = self
+            .send(repo, "LFS verify", || {
+                Ok(self
+                    .request(Method::POST, vurl)
+                    .headers(hdrs.clone())
+                    .json(&body))
+            })
+            .await?;
+        check(resp, repo, Some(&f.path_in_repo), None, "LFS verify", self).await?;
+        Ok(())
     }
 
     /// Make a commit with the NDJSON commit API. `lfs` files are referenced by
@@ -322,39 +405,7 @@ impl HubClient {
         deleted: &[String],
     ) -> Result<(CommitInfo, u64)> {
         let parent = self.repo_info(repo, revision).await?.sha;
-        let mut lines = Vec::new();
-        let mut header = serde_json::to_vec(&json!({"key": "header", "value": {
-            "summary": summary, "description": "", "parentCommit": parent,
-        }}))
-        .unwrap_or_default();
-        header.push(b'\n');
-        lines.extend(header);
-        let mut inline = 0u64;
-        for f in regular {
-            let data = tokio::fs::read(&f.local)
-                .await
-                .map_err(|e| HubError::io(&f.local, e))?;
-            inline += data.len() as u64;
-            let v = json!({"key": "file", "value": {
-                "path": f.path_in_repo,
-                "encoding": "base64",
-                "content": base64::engine::general_purpose::STANDARD.encode(&data),
-            }});
-            lines.extend(serde_json::to_vec(&v).unwrap_or_default());
-            lines.push(b'\n');
-        }
-        for f in lfs {
-            let v = json!({"key": "lfsFile", "value": {
-                "path": f.path_in_repo, "algo": "sha256", "oid": f.hashes.sha256_hex(), "size": f.hashes.size,
-            }});
-            lines.extend(serde_json::to_vec(&v).unwrap_or_default());
-            lines.push(b'\n');
-        }
-        for p in deleted {
-            let v = json!({"key": "deletedFile", "value": {"path": p}});
-            lines.extend(serde_json::to_vec(&v).unwrap_or_default());
-            lines.push(b'\n');
-        }
+        let (lines, inline) = commit_lines(summary, &parent, lfs, regular, deleted).await?;
         let url = format!(
             "{}/api/models/{}/commit/{}",
             self.endpoint,
@@ -380,20 +431,7 @@ impl HubClient {
                 .await;
             let failure = match sent {
                 Ok(resp) if !resp.status().is_server_error() => {
-                    let resp = check(resp, repo, None, Some(revision), "commit", self).await?;
-                    let v = self.json(resp, repo, "commit").await?;
-                    let oid = v
-                        .get("commitOid")
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| HubError::protocol(repo, "commit", "no commitOid"))?;
-                    let url = v.get("commitUrl").and_then(Value::as_str).unwrap_or("");
-                    return Ok((
-                        CommitInfo {
-                            oid: oid.into(),
-                            url: url.into(),
-                        },
-                        inline,
-                    ));
+                    return Ok((self.committed(resp, repo, revision).await?, inline));
                 }
                 Ok(resp) => check(resp, repo, None, Some(revision), "commit", self)
                     .await
@@ -405,16 +443,7 @@ impl HubClient {
             // Did it land? Read the branch again before sending it again.
             let now = self.repo_info(repo, revision).await?.sha;
             if now != parent {
-                let tree = self.list_files(repo, &now).await?;
-                let at: std::collections::HashMap<&str, &RepoFile> =
-                    tree.iter().map(|f| (f.path.as_str(), f)).collect();
-                let landed = lfs.iter().all(|f| {
-                    at.get(f.path_in_repo.as_str())
-                        .is_some_and(|r| r.lfs_sha256.as_deref() == Some(&f.hashes.sha256_hex()))
-                }) && regular.iter().all(|f| {
-                    at.get(f.path_in_repo.as_str())
-                        .is_some_and(|r| Some(&r.oid) == f.hashes.git_oid.as_ref())
-                }) && deleted.iter().all(|p| !at.contains_key(p.as_str()));
+                let landed = self.holds(repo, &now, lfs, regular, deleted).await?;
                 if landed {
                     self.note(&format!(
                         "{repo}: the commit whose answer was lost ({failure}) is there: {now}"
@@ -447,6 +476,48 @@ impl HubClient {
             ));
             tokio::time::sleep(wait).await;
         }
+    }
+
+    /// The commit a commit POST's answer names (an error status is the
+    /// error).
+    async fn committed(
+        &self,
+        resp: reqwest::Response,
+        repo: &str,
+        revision: &str,
+    ) -> Result<CommitInfo> {
+        let resp = check(resp, repo, None, Some(revision), "commit", self).await?;
+        let v = self.json(resp, repo, "commit").await?;
+        let oid = v
+            .get("commitOid")
+            .and_then(Value::as_str)
+            .ok_or_else(|| HubError::protocol(repo, "commit", "no commitOid"))?;
+        let url = v.get("commitUrl").and_then(Value::as_str).unwrap_or("");
+        Ok(CommitInfo {
+            oid: oid.into(),
+            url: url.into(),
+        })
+    }
+
+    /// Whether commit `at` of `repo` holds exactly these changes: each file
+    /// with its hashes, each deleted path gone.
+    async fn holds(
+        &self,
+        repo: &str,
+        at: &str,
+        lfs: &[&UploadFile],
+        regular: &[&UploadFile],
+        deleted: &[String],
+    ) -> Result<bool> {
+        let tree = self.list_files(repo, at).await?;
+        let at: HashMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
+        Ok(lfs.iter().all(|f| {
+            at.get(f.path_in_repo.as_str())
+                .is_some_and(|r| r.lfs_sha256.as_deref() == Some(&f.hashes.sha256_hex()))
+        }) && regular.iter().all(|f| {
+            at.get(f.path_in_repo.as_str())
+                .is_some_and(|r| Some(&r.oid) == f.hashes.git_oid.as_ref())
+        }) && deleted.iter().all(|p| !at.contains_key(p.as_str())))
     }
 
     /// Upload files in commits of at most [`MAX_COMMIT_FILES`] changes:

@@ -1,6 +1,9 @@
 //! Who a request is: tokens compared in constant time, access levels, upload tickets.
 
-use super::*;
+use axum::http::{HeaderMap, StatusCode};
+
+use super::ticket::{self, TicketClaim};
+use super::{Resp, State, error, now_secs};
 
 #[derive(PartialEq, PartialOrd, Clone, Copy)]
 pub(super) enum Access {

@@ -32,7 +32,7 @@ use hmac::Mac as _;
 
 use super::read::{object_stream, parse_range};
 use super::s3::xml_error;
-use super::ticket::{HmacSha256, TicketError, TicketKey};
+use super::ticket::{HmacSha256, MAC_LEN, MAX_U64_DIGITS, TicketError, TicketKey};
 use super::{Resp, State, now_secs};
 use crate::ids::Oid;
 
@@ -42,6 +42,13 @@ pub const CDN_URL_TTL: Duration = Duration::from_secs(3600);
 /// Largest file the CDN sends to a GET without `Range` by default (the
 /// Hub's 50 GB).
 pub const PLAIN_GET_CAP: u64 = 50_000_000_000;
+
+/// Pieces a second a rate-capped body is cut into, so a slow rate never
+/// holds one piece for long.
+const THROTTLE_TICKS: u64 = 20;
+
+/// Largest piece of a rate-capped body, so a fast rate is still smooth.
+const MAX_THROTTLE_PIECE: u64 = 64 << 10;
 
 /// A byte count: digits with an optional unit, decimal (`kB`, `MB`, `GB`,
 /// `TB`: powers of 1000) or binary (`KiB`, `MiB`, `GiB`, `TiB`), `B` or
@@ -101,7 +108,7 @@ pub struct Capability {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CapabilityClaim {
     cap: Capability,
-    mac: [u8; 32],
+    mac: [u8; MAC_LEN],
 }
 
 fn mac(key: &TicketKey, c: &Capability) -> HmacSha256 {
@@ -118,7 +125,7 @@ fn mac(key: &TicketKey, c: &Capability) -> HmacSha256 {
 }
 
 fn number(s: &str) -> Option<u64> {
-    if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
+    if s.is_empty() || s.len() > MAX_U64_DIGITS || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     s.parse().ok()
@@ -151,8 +158,8 @@ impl CapabilityClaim {
             "brv" => true,
             _ => return None,
         };
-        let mut mac = [0u8; 32];
-        if m.len() != 64 {
+        let mut mac = [0u8; MAC_LEN];
+        if m.len() != MAC_LEN * 2 {
             return None;
         }
         hex::decode_to_slice(m, &mut mac).ok()?;
@@ -302,7 +309,7 @@ where
     S: futures_util::Stream<Item = std::io::Result<Bytes>> + Send,
 {
     let rate = rate.max(1);
-    let piece = (rate / 20).clamp(1, 64 << 10) as usize;
+    let piece = (rate / THROTTLE_TICKS).clamp(1, MAX_THROTTLE_PIECE) as usize;
     let mut start: Option<tokio::time::Instant> = None;
     let mut sent = 0u64;
     s.flat_map(move |item| {

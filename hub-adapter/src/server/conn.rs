@@ -1,6 +1,17 @@
 //! Listeners and connections: binding, the per-address and total connection caps, and the router each listener serves.
 
-use super::*;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Uri};
+
+use super::limits::{MAX_HEAD_BUF, SHUTDOWN_GRACE};
+use super::{State, cdn, handle, s3};
+use crate::error::{HubError, Result};
 
 /// Open connections, in all and per client address.
 #[derive(Default)]
@@ -31,6 +42,10 @@ impl Drop for ConnGuard {
 /// Answered, without reading anything, on a connection over a cap.
 pub(super) const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n\
 content-length: 0\r\nconnection: close\r\n\r\n";
+
+/// How long the accept loop waits after a failed accept (out of file
+/// descriptors, say) before it tries again, so it does not spin.
+const ACCEPT_RETRY: Duration = Duration::from_millis(50);
 
 /// Which listener a connection came in on.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -90,7 +105,7 @@ pub(super) async fn accept_loop(
                 Ok(x) => x,
                 // E.g. out of file descriptors: wait, then go on.
                 Err(_) => {
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    tokio::time::sleep(ACCEPT_RETRY).await;
                     continue;
                 }
             },
@@ -138,7 +153,7 @@ pub(super) async fn accept_loop(
             let mut b = hyper::server::conn::http1::Builder::new();
             b.timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(header_timeout)
-                .max_buf_size(64 << 10);
+                .max_buf_size(MAX_HEAD_BUF);
             let conn = b
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
                 .with_upgrades();
@@ -155,7 +170,7 @@ pub(super) async fn accept_loop(
     }
     drop(st);
     // Stop: requests in flight get a moment to finish.
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
         while conns.join_next().await.is_some() {}
     })
     .await;

@@ -304,7 +304,7 @@ pub(super) async fn complete(st: &State, t: &Ticket, h: &HeaderMap, body: Body) 
             tempfile::NamedTempFile::new_in(store.tmp_dir()).map_err(|e| e.to_string())?;
         let mut sha = Sha256::new();
         let mut total = 0u64;
-        let mut buf = vec![0u8; 256 << 10];
+        let mut buf = vec![0u8; JOIN_BUF];
         for n in 1..=want {
             let p = dir.join(format!("{n:08}"));
             let mut f = std::fs::File::open(&p).map_err(|e| format!("part {n}: {e}"))?;
@@ -336,6 +336,9 @@ pub(super) async fn complete(st: &State, t: &Ticket, h: &HeaderMap, body: Body) 
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, None, &e.to_string()),
     }
 }
+
+/// Bytes copied at a time when parts are joined into one object.
+const JOIN_BUF: usize = 256 << 10;
 
 /// An object whose parts are being joined, for as long as this lives.
 struct Joining<'a> {

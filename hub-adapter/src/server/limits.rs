@@ -45,10 +45,19 @@ pub const MAX_REGULAR_FILE: u64 = LFS_SIZE_THRESHOLD;
 pub const MAX_COMMIT_LINE: u64 = MAX_REGULAR_FILE.div_ceil(3) * 4 + (64 << 10);
 /// Commit bodies read at once; more wait their turn.
 pub const MAX_CONCURRENT_COMMITS: usize = 2;
+/// How long a commit waits for one of the slots of commits being read
+/// before 503.
+pub const COMMIT_QUEUE_WAIT: Duration = Duration::from_secs(30);
+/// The `Retry-After` (seconds) of a commit turned away for want of a slot:
+/// about as long as reading a commit body takes.
+pub const COMMIT_RETRY_AFTER: u64 = 5;
 /// Files decoded on the fly at once, each on a blocking thread.
 pub const MAX_DECODED_STREAMS: usize = 8;
 /// How long a request for a decoded file waits for a slot before 503.
 pub const DECODE_QUEUE_WAIT: Duration = Duration::from_secs(10);
+/// Longest `Retry-After` (seconds) of a request turned away for want of a
+/// decoding slot, whatever the queue wait.
+pub const MAX_DECODE_RETRY_AFTER: u64 = 30;
 /// Open connections in all.
 pub const MAX_CONNECTIONS: usize = 1024;
 /// Open connections from one client address.
@@ -63,6 +72,11 @@ pub const BODY_GRACE: Duration = Duration::from_secs(30);
 pub const MIN_BODY_RATE: u64 = 16 << 10;
 /// A download whose client takes nothing for this long is cut.
 pub const SEND_STALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Largest buffer kept for one connection's request head (its request
+/// line and headers): a Hub client's fit many times over.
+pub const MAX_HEAD_BUF: usize = 64 << 10;
+/// How long requests in flight may run once the server stops.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Upload leftovers (temp files, parts of an upload never completed) older
 /// than this are removed; all of them when the server starts.
 pub const STALE_UPLOAD_AGE: Duration = Duration::from_secs(48 * 3600);

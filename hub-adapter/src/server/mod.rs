@@ -61,17 +61,16 @@ pub mod ticket;
 mod view;
 mod write;
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, Method, Response, StatusCode, Uri};
-use serde_json::{Value, json};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use serde_json::json;
 
-use crate::error::{HubError, Result};
+use crate::error::Result;
 use crate::paths::decode;
 
 use auth::{Access, verify_ticket};
@@ -82,7 +81,7 @@ pub use resp::{DECODED_FROM, STORE_DAMAGED};
 use resp::{Resp, body_error, busy, error, internal, json_resp, repo_not_found, rev_not_found};
 use route::{Route, RouteError};
 pub use store::{FileRec, Store};
-use ticket::{TicketClaim, TicketKey};
+use ticket::TicketKey;
 
 /// Test hooks that make the server misbehave on purpose.
 #[derive(Debug, Default)]
@@ -149,6 +148,13 @@ pub struct ServerOptions {
 /// client must follow `Link: <..>; rel="next"`.
 pub const STRICT_TREE_PAGE_SIZE: usize = 3;
 
+/// Tree entries a page by default: the Hub's own page size.
+const DEFAULT_TREE_PAGE_SIZE: usize = 1000;
+/// LFS objects over this are uploaded in parts by default.
+const DEFAULT_MULTIPART_THRESHOLD: u64 = 64 << 20;
+/// Part size of a multipart upload by default.
+const DEFAULT_MULTIPART_CHUNK: u64 = 16 << 20;
+
 impl ServerOptions {
     /// Defaults for a store at `root`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
@@ -156,9 +162,9 @@ impl ServerOptions {
             root: root.into(),
             tokens: Vec::new(),
             read_tokens: Vec::new(),
-            tree_page_size: 1000,
-            multipart_threshold: 64 << 20,
-            multipart_chunk: 16 << 20,
+            tree_page_size: DEFAULT_TREE_PAGE_SIZE,
+            multipart_threshold: DEFAULT_MULTIPART_THRESHOLD,
+            multipart_chunk: DEFAULT_MULTIPART_CHUNK,
             header_read_timeout: HEADER_READ_TIMEOUT,
             limits: Limits::default(),
             strict: false,

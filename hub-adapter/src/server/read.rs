@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
 
-use super::limits::{BODY_GRACE, MIN_BODY_RATE};
+use super::limits::{BODY_GRACE, MAX_DECODE_RETRY_AFTER, MIN_BODY_RATE};
 use super::store::{self, FileRec};
 use super::{
     Access, Resp, STORE_DAMAGED, State, base_url, error, internal, json_resp, query_param,
@@ -226,26 +226,14 @@ pub(super) fn parse_range(h: &HeaderMap, size: u64) -> std::result::Result<Optio
     Ok(Some((start, end)))
 }
 
-pub(super) async fn resolve(
-    st: &Arc<State>,
-    access: Access,
-    h: &HeaderMap,
-    head: bool,
-    repo: &RepoId,
-    rev: &Revision,
+/// Where `f`'s object is in the store, checked before any header goes
+/// out (see the comment inside).
+fn stored_object(
+    st: &State,
+    f: &ViewFile,
     path: &RepoPath,
-) -> Resp {
-    let v = match view(st, access, repo, rev) {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
-    let Some(f) = v.files.get(path) else {
-        return error(
-            StatusCode::NOT_FOUND,
-            Some("EntryNotFound"),
-            &format!("{path} does not exist at {rev}"),
-        );
-    };
+    rev: &Revision,
+) -> Result<std::path::PathBuf, Resp> {
     let size = f.rec.size;
     // The object must be there (and, stored as is, whole) before any header
     // goes out: a 200 with a content-length and then no body sends clients
@@ -253,48 +241,40 @@ pub(super) async fn resolve(
     // the object instead.
     let obj = st.store.object_path(&f.object);
     match std::fs::metadata(&obj) {
-        Ok(m) if m.is_file() && (f.decode || m.len() == size) => {}
-        Ok(m) if m.is_file() => {
-            return error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Some(STORE_DAMAGED),
-                &format!(
-                    "{path} at {rev}: its stored object {} is {} bytes, the tree records {size}: \
+        Ok(m) if m.is_file() && (f.decode || m.len() == size) => Ok(obj),
+        Ok(m) if m.is_file() => Err(error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Some(STORE_DAMAGED),
+            &format!(
+                "{path} at {rev}: its stored object {} is {} bytes, the tree records {size}: \
                      the store is damaged",
-                    f.object,
-                    m.len()
-                ),
-            );
-        }
+                f.object,
+                m.len()
+            ),
+        )),
         // Not a 404: the file is in the tree (clients read a 404 as "no such
         // file", and a missing manifest as "not a mirror").
-        _ => {
-            return error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Some(STORE_DAMAGED),
-                &format!(
-                    "{path} at {rev}: its stored object {} is missing from the store",
-                    f.object
-                ),
-            );
-        }
+        _ => Err(error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Some(STORE_DAMAGED),
+            &format!(
+                "{path} at {rev}: its stored object {} is missing from the store",
+                f.object
+            ),
+        )),
     }
-    if st.opts.strict && f.rec.lfs {
-        return redirect_to_cdn(st, h, head, &v, f);
-    }
-    let range = match parse_range(h, size) {
-        Ok(r) => r,
-        Err(()) => {
-            return Response::builder()
-                .status(StatusCode::RANGE_NOT_SATISFIABLE)
-                .header("content-range", format!("bytes */{size}"))
-                .header("x-repo-commit", v.sha.as_str())
-                .body(Body::empty())
-                .unwrap_or_default();
-        }
-    };
-    let (start, end) = range.unwrap_or((0, size.saturating_sub(1)));
-    let len = if size == 0 { 0 } else { end - start + 1 };
+}
+
+/// The headers of a `resolve` answer for `f` (of `len` bytes sent; `range`
+/// the part asked for, if any).
+fn file_headers(
+    v: &View,
+    f: &ViewFile,
+    path: &RepoPath,
+    range: Option<(u64, u64)>,
+    len: u64,
+) -> axum::http::response::Builder {
+    let size = f.rec.size;
     let file_name = path.as_str().rsplit('/').next().unwrap_or("file");
     let mut r = Response::builder()
         .status(if range.is_some() {
@@ -319,9 +299,54 @@ pub(super) async fn resolve(
             .header("x-linked-etag", format!("\"{}\"", f.rec.sha256))
             .header("x-linked-size", size.to_string());
     }
-    if range.is_some() {
+    if let Some((start, end)) = range {
         r = r.header("content-range", format!("bytes {start}-{end}/{size}"));
     }
+    r
+}
+
+pub(super) async fn resolve(
+    st: &Arc<State>,
+    access: Access,
+    h: &HeaderMap,
+    head: bool,
+    repo: &RepoId,
+    rev: &Revision,
+    path: &RepoPath,
+) -> Resp {
+    let v = match view(st, access, repo, rev) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let Some(f) = v.files.get(path) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            Some("EntryNotFound"),
+            &format!("{path} does not exist at {rev}"),
+        );
+    };
+    let size = f.rec.size;
+    let obj = match stored_object(st, f, path, rev) {
+        Ok(o) => o,
+        Err(r) => return r,
+    };
+    if st.opts.strict && f.rec.lfs {
+        return redirect_to_cdn(st, h, head, &v, f);
+    }
+    let range = match parse_range(h, size) {
+        Ok(r) => r,
+        Err(()) => {
+            return Response::builder()
+                .status(StatusCode::RANGE_NOT_SATISFIABLE)
+                .header("content-range", format!("bytes */{size}"))
+                .header("x-repo-commit", v.sha.as_str())
+                .body(Body::empty())
+                .unwrap_or_default();
+        }
+    };
+    let (start, end) = range.unwrap_or((0, size.saturating_sub(1)));
+    let len = if size == 0 { 0 } else { end - start + 1 };
+    let r = file_headers(&v, f, path, range, len);
     if head || len == 0 {
         return r.body(Body::empty()).unwrap_or_default();
     }
@@ -359,7 +384,11 @@ pub(super) async fn object_stream(
         let Ok(Ok(slot)) = slot else {
             return Err(super::busy(
                 "every decoding slot is taken; retry shortly",
-                st.opts.limits.decode_queue_wait.as_secs().clamp(1, 30),
+                st.opts
+                    .limits
+                    .decode_queue_wait
+                    .as_secs()
+                    .clamp(1, MAX_DECODE_RETRY_AFTER),
             ));
         };
         let rt = tokio::runtime::Handle::current();

@@ -1,6 +1,11 @@
 //! Responses: the Hub's error bodies and codes, JSON answers.
 
-use super::*;
+use axum::body::Body;
+use axum::http::{HeaderValue, Response, StatusCode};
+use serde_json::{Value, json};
+
+use super::body;
+use crate::error::HubError;
 
 pub(super) type Resp = Response<Body>;
 

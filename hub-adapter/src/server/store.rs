@@ -40,6 +40,13 @@ pub const LFS_SIZE_THRESHOLD: u64 = 10 << 20;
 
 /// Largest commit record written or read back (JSON).
 pub const MAX_COMMIT_RECORD: u64 = 64 << 20;
+/// Largest repo or source record read back (JSON of a few fields).
+const MAX_META_RECORD: u64 = 64 << 10;
+/// Largest branch ref read back (a commit id and a newline).
+const MAX_REF_RECORD: u64 = 1024;
+/// Bytes of a file's start [`wants_lfs`] looks at, as many as a client's
+/// preupload sample.
+const LFS_SAMPLE: usize = 512;
 /// Parsed commit records kept in memory, by the size of their JSON.
 const COMMIT_CACHE_BYTES: u64 = 128 << 20;
 
@@ -386,7 +393,7 @@ impl Store {
 
     /// Whether a repo exists; `Some(private)` when it does.
     pub fn repo_private(&self, repo: &RepoId) -> Option<bool> {
-        let text = read_record(&self.repo_dir(repo).join("repo.json"), 64 << 10)
+        let text = read_record(&self.repo_dir(repo).join("repo.json"), MAX_META_RECORD)
             .ok()
             .flatten()?;
         let m: RepoMeta = serde_json::from_slice(&text).ok()?;
@@ -416,7 +423,7 @@ impl Store {
     /// The commit a branch points at.
     pub fn head(&self, repo: &RepoId, branch: &Revision) -> Result<Option<CommitId>> {
         let p = self.repo_dir(repo).join("refs/heads").join(branch.as_str());
-        match read_record(&p, 1024)? {
+        match read_record(&p, MAX_REF_RECORD)? {
             None => Ok(None),
             Some(t) => {
                 let t = String::from_utf8_lossy(&t);
@@ -594,7 +601,7 @@ impl Store {
 
     /// The mirror repo that serves `source` decoded, if any.
     pub fn mirror_of(&self, source: &RepoId) -> Option<RepoId> {
-        let text = read_record(&self.source_record(source), 64 << 10).ok()??;
+        let text = read_record(&self.source_record(source), MAX_META_RECORD).ok()??;
         let v: serde_json::Value = serde_json::from_slice(&text).ok()?;
         RepoId::parse(v.get("mirror")?.as_str()?).ok()
     }
@@ -676,7 +683,7 @@ impl Store {
                     self.put_object_file(&tp, &oid)?;
                 }
                 let sample = {
-                    let mut b = vec![0u8; 512];
+                    let mut b = vec![0u8; LFS_SAMPLE];
                     let mut f = io(&p, std::fs::File::open(&p))?;
                     let n = io(&p, std::io::Read::read(&mut f, &mut b))?;
                     b.truncate(n);

@@ -107,11 +107,18 @@ fn write_private(path: &Path, data: &[u8]) -> Result<()> {
     tmp.persist(path, true).map_err(|e| HubError::io(path, e))
 }
 
+/// Bytes of an HMAC-SHA256 tag (twice as many hex digits in a URL).
+pub(super) const MAC_LEN: usize = 32;
+
+/// Digits of the largest `u64`: a longer number in a URL is refused before
+/// it is parsed.
+pub(super) const MAX_U64_DIGITS: usize = 20;
+
 /// A ticket as parsed from a URL, not yet checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TicketClaim {
     ticket: Ticket,
-    mac: [u8; 32],
+    mac: [u8; MAC_LEN],
 }
 
 /// A ticket whose MAC and expiry were checked (or that this server issued).
@@ -139,7 +146,7 @@ pub enum TicketError {
 }
 
 fn number(s: &str) -> std::result::Result<u64, RouteError> {
-    if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
+    if s.is_empty() || s.len() > MAX_U64_DIGITS || !s.bytes().all(|b| b.is_ascii_digit()) {
         return Err(RouteError::Ticket);
     }
     s.parse().map_err(|_| RouteError::Ticket)
@@ -153,8 +160,8 @@ impl TicketClaim {
         };
         let repo = RepoId::from_parts(ns, name).map_err(|_| RouteError::Ticket)?;
         let oid = Oid::parse(oid).map_err(|_| RouteError::Ticket)?;
-        let mut m = [0u8; 32];
-        if mac.len() != 64 {
+        let mut m = [0u8; MAC_LEN];
+        if mac.len() != MAC_LEN * 2 {
             return Err(RouteError::Ticket);
         }
         hex::decode_to_slice(mac, &mut m).map_err(|_| RouteError::Ticket)?;

@@ -1,6 +1,7 @@
 //! The write endpoints: whoami, repo and branch creation, preupload and the
 //! NDJSON commit.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -9,7 +10,10 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::body::{BoundedBody, Lines};
-use super::limits::{MAX_COMMIT_LINE, MAX_JSON_BODY, MAX_PREUPLOAD_BODY, MAX_REPO_FILES};
+use super::limits::{
+    COMMIT_QUEUE_WAIT, COMMIT_RETRY_AFTER, MAX_COMMIT_LINE, MAX_JSON_BODY, MAX_PREUPLOAD_BODY,
+    MAX_REPO_FILES,
+};
 use super::ndjson::{CommitOp, parse_line};
 use super::store::{self, FileRec};
 use super::{
@@ -268,7 +272,10 @@ pub(super) async fn commit(
     // turn is not cut for being slow.
     let slot = tokio::time::timeout(COMMIT_QUEUE_WAIT, st.commit_slots.acquire()).await;
     let Ok(Ok(_slot)) = slot else {
-        return super::busy("other commits are being read; retry shortly", 5);
+        return super::busy(
+            "other commits are being read; retry shortly",
+            COMMIT_RETRY_AFTER,
+        );
     };
     let body = match BoundedBody::new(h, body, limit, st.opts.limits.body_idle_timeout) {
         Ok(b) => b,
@@ -349,9 +356,6 @@ pub(super) async fn commit(
     .unwrap_or_else(|e| internal(HubError::protocol(repo.as_str(), "commit", e.to_string())))
 }
 
-/// How long a commit waits for one of the slots of commits being read.
-const COMMIT_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-
 /// One change of a commit, its content already in the store.
 enum Change {
     Add(RepoPath, FileRec),
@@ -364,9 +368,8 @@ enum Change {
     },
 }
 
-/// Make the commit on `rev`'s head: copies (from the head as it was), then
-/// deletions, then additions; each change costs a lookup, whatever the
-/// repo's size.
+/// Make the commit on `rev`'s head (see [`changed_files`]) under the write
+/// lock, and answer it.
 fn apply(
     st: &State,
     base: &str,
@@ -377,84 +380,14 @@ fn apply(
     changes: Vec<Change>,
 ) -> Resp {
     let _g = st.write_lock.lock().unwrap_or_else(|p| p.into_inner());
-    let head_oid = match st.store.head(repo, rev) {
-        Ok(Some(h)) => h,
-        Ok(None) => {
-            return error(
-                StatusCode::NOT_FOUND,
-                Some("RevisionNotFound"),
-                "branch vanished",
-            );
-        }
-        Err(e) => return internal(e),
+    let (head_oid, head) = match branch_head(st, repo, rev, parent_req) {
+        Ok(h) => h,
+        Err(r) => return r,
     };
-    if let Some(p) = parent_req
-        && *p != head_oid
-    {
-        return error(
-            StatusCode::PRECONDITION_FAILED,
-            None,
-            "parentCommit is not the head of the branch",
-        );
-    }
-    let head = match st.store.commit(repo, &head_oid) {
-        Ok(Some(c)) => c,
-        Ok(None) => return internal(HubError::invalid("commit", head_oid.as_str(), "missing")),
-        Err(e) => return internal(e),
+    let files = match changed_files(st, repo, &head, changes) {
+        Ok(f) => f,
+        Err(r) => return r,
     };
-    let mut files = head.files.clone();
-    let mut revs: std::collections::HashMap<Revision, Option<Arc<store::Commit>>> =
-        std::collections::HashMap::new();
-    let mut folders = std::collections::BTreeSet::new();
-    let mut adds = Vec::new();
-    let mut deletes = Vec::new();
-    // Copies (from the head as it was) first, then deletions, then
-    // additions.
-    for c in changes {
-        match c {
-            Change::Copy { src, dst, src_rev } => {
-                let from = match src_rev {
-                    Some(r) => revs
-                        .entry(r)
-                        .or_insert_with_key(|r| st.store.resolve(repo, r).ok().flatten())
-                        .clone(),
-                    None => Some(head.clone()),
-                };
-                let Some(rec) = from.and_then(|c| c.files.get(&src).cloned()) else {
-                    return error(
-                        StatusCode::NOT_FOUND,
-                        Some("EntryNotFound"),
-                        &format!("{src} does not exist"),
-                    );
-                };
-                files.insert(dst, rec);
-            }
-            Change::Delete(p) => deletes.push(p),
-            Change::DeleteFolder(p) => {
-                folders.insert(p.as_str().to_string());
-            }
-            Change::Add(p, rec) => adds.push((p, rec)),
-        }
-    }
-    for p in deletes {
-        files.remove(&p);
-    }
-    if !folders.is_empty() {
-        // A file goes when one of its folders does.
-        files.retain(|k, _| {
-            !k.as_str()
-                .match_indices('/')
-                .any(|(i, _)| folders.contains(&k.as_str()[..i]))
-        });
-    }
-    files.extend(adds);
-    if files.len() > MAX_REPO_FILES {
-        return error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            None,
-            &format!("a repo may hold at most {MAX_REPO_FILES} files"),
-        );
-    }
     let c = match st.store.make_commit(repo, Some(&head_oid), summary, files) {
         Ok(c) => c,
         Err(e) => return internal(e),
@@ -478,4 +411,108 @@ fn apply(
         &json!({"success": true, "commitOid": c.oid, "commitMessage": summary,
                 "commitUrl": format!("{base}/{repo}/commit/{}", c.oid), "hookOutput": ""}),
     )
+}
+
+/// The head of branch `rev` and its commit, which must be `parent_req`
+/// when the commit names one (412 otherwise).
+fn branch_head(
+    st: &State,
+    repo: &RepoId,
+    rev: &Revision,
+    parent_req: Option<&CommitId>,
+) -> Result<(CommitId, Arc<store::Commit>), Resp> {
+    let head_oid = match st.store.head(repo, rev) {
+        Ok(Some(h)) => h,
+        Ok(None) => {
+            return Err(error(
+                StatusCode::NOT_FOUND,
+                Some("RevisionNotFound"),
+                "branch vanished",
+            ));
+        }
+        Err(e) => return Err(internal(e)),
+    };
+    if let Some(p) = parent_req
+        && *p != head_oid
+    {
+        return Err(error(
+            StatusCode::PRECONDITION_FAILED,
+            None,
+            "parentCommit is not the head of the branch",
+        ));
+    }
+    match st.store.commit(repo, &head_oid) {
+        Ok(Some(c)) => Ok((head_oid, c)),
+        Ok(None) => Err(internal(HubError::invalid(
+            "commit",
+            head_oid.as_str(),
+            "missing",
+        ))),
+        Err(e) => Err(internal(e)),
+    }
+}
+
+/// The files of `head` with `changes` made: copies (from the head as it
+/// was) first, then deletions, then additions; each change costs a lookup,
+/// whatever the repo's size.
+fn changed_files(
+    st: &State,
+    repo: &RepoId,
+    head: &Arc<store::Commit>,
+    changes: Vec<Change>,
+) -> Result<BTreeMap<RepoPath, FileRec>, Resp> {
+    let mut files = head.files.clone();
+    let mut revs: std::collections::HashMap<Revision, Option<Arc<store::Commit>>> =
+        std::collections::HashMap::new();
+    let mut folders = std::collections::BTreeSet::new();
+    let mut adds = Vec::new();
+    let mut deletes = Vec::new();
+    // Copies (from the head as it was) first, then deletions, then
+    // additions.
+    for c in changes {
+        match c {
+            Change::Copy { src, dst, src_rev } => {
+                let from = match src_rev {
+                    Some(r) => revs
+                        .entry(r)
+                        .or_insert_with_key(|r| st.store.resolve(repo, r).ok().flatten())
+                        .clone(),
+                    None => Some(head.clone()),
+                };
+                let Some(rec) = from.and_then(|c| c.files.get(&src).cloned()) else {
+                    return Err(error(
+                        StatusCode::NOT_FOUND,
+                        Some("EntryNotFound"),
+                        &format!("{src} does not exist"),
+                    ));
+                };
+                files.insert(dst, rec);
+            }
+            Change::Delete(p) => deletes.push(p),
+            Change::DeleteFolder(p) => {
+                folders.insert(p.as_str().to_string());
+            }
+            Change::Add(p, rec) => adds.push((p, rec)),
+        }
+    }
+    for p in deletes {
+        files.remove(&p);
+    }
+    if !folders.is_empty() {
+        // A file goes when one of its folders does.
+        files.retain(|k, _| {
+            !k.as_str()
+                .match_indices('/')
+                .any(|(i, _)| folders.contains(&k.as_str()[..i]))
+        });
+    }
+    files.extend(adds);
+    if files.len() > MAX_REPO_FILES {
+        return Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            None,
+            &format!("a repo may hold at most {MAX_REPO_FILES} files"),
+        ));
+    }
+    Ok(files)
 }
