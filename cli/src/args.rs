@@ -53,7 +53,7 @@ pub struct Output {
 #[derive(Args, Debug, Clone, Copy)]
 pub struct Budget {
     /// Search budget: candidate programs judged per tensor.
-    #[arg(long, default_value_t = brevis_core::container::DEFAULT_BUDGET)]
+    #[arg(long, default_value_t = brevis_core::DEFAULT_BUDGET)]
     pub budget: u32,
 }
 

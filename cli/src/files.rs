@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use brevis_core::Prior;
-use brevis_core::container;
 
 use crate::progress::Ui;
 
@@ -432,7 +431,7 @@ pub(crate) fn workers_for(archive: &Path, threads: usize) -> usize {
     if threads <= 1 {
         return threads;
     }
-    match container::open(archive) {
+    match brevis_core::Archive::open(archive) {
         Ok(a) => {
             let regions: usize = a.segments().iter().map(|s| s.regions.len()).sum();
             threads.min(regions.max(1))
@@ -507,7 +506,7 @@ pub(crate) fn sha256_file(p: &Path) -> Result<[u8; 32]> {
 /// without `force` an existing `dst` is never replaced.
 pub(crate) fn write_atomic(dst: &Path, bytes: &[u8], force: bool) -> Result<()> {
     use std::io::Write as _;
-    let tmp = brevis_core::fsutil::TempFile::beside(dst).map_err(|e| about("writing", dst, e))?;
+    let tmp = brevis_core::TempFile::beside(dst).map_err(|e| about("writing", dst, e))?;
     tmp.file()
         .and_then(|mut f| f.write_all(bytes))
         .map_err(|e| about("writing", dst, e))?;

@@ -22,12 +22,28 @@ pub enum DecodeError {
     /// Written by a newer Brevis.
     #[error("unsupported archive format version {0}")]
     UnsupportedVersion(u16),
-    /// A value is out of range or inconsistent. The message says first
-    /// what is wrong with the archive ("corrupt archive: ..." or, for
-    /// its structure, "archive is truncated or damaged: ..."), then the
-    /// detail.
-    #[error("{0}")]
+    /// The archive's structure (preamble, segment table, region offsets)
+    /// does not hold together: most often a file cut short or altered in
+    /// transit, so fetching it again may help.
+    #[error("archive is truncated or damaged: {0}")]
+    Damaged(String),
+    /// A value inside a program or a coded stream is out of range or
+    /// inconsistent, in an archive whose structure holds together.
+    #[error("corrupt archive: {0}")]
     Corrupt(String),
+    /// A byte range asked of [`crate::Archive::read_range`] lies outside the file.
+    #[error("range {offset}+{len} is outside the {file_len}-byte file")]
+    OutOfRange {
+        /// Start of the range asked for.
+        offset: u64,
+        /// Its length.
+        len: u64,
+        /// Length of the original file.
+        file_len: u64,
+    },
+    /// The destination exists and overwriting was not asked for.
+    #[error("{0} already exists")]
+    Exists(PathBuf),
     /// A named limit would be exceeded.
     #[error("limit exceeded: {what} is {value}, the limit is {limit}")]
     Limit {
@@ -94,7 +110,7 @@ pub enum EncodeError {
         source: std::io::Error,
     },
     /// The destination exists and overwriting was not asked for.
-    #[error("{0} already exists (use --force to overwrite)")]
+    #[error("{0} already exists")]
     Exists(PathBuf),
     /// Internal self-check failed: the written archive does not decode to the input.
     #[error("self-check failed: {0}")]
@@ -107,12 +123,12 @@ pub enum EncodeError {
 impl DecodeError {
     /// A value in a program or a coded stream is out of range.
     pub(crate) fn corrupt(msg: impl std::fmt::Display) -> Self {
-        DecodeError::Corrupt(format!("corrupt archive: {msg}"))
+        DecodeError::Corrupt(msg.to_string())
     }
     /// The archive's structure (preamble, segment table, region offsets)
     /// does not hold together: most often a file cut short in transit.
     pub(crate) fn damaged(msg: impl std::fmt::Display) -> Self {
-        DecodeError::Corrupt(format!("archive is truncated or damaged: {msg}"))
+        DecodeError::Damaged(msg.to_string())
     }
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         DecodeError::Io {

@@ -37,32 +37,58 @@
 #![cfg_attr(not(feature = "unsafe-fast"), forbid(unsafe_code))]
 #![cfg_attr(feature = "unsafe-fast", deny(unsafe_code))]
 #![warn(missing_docs)]
+// The coders keep their encoding halves beside their decoders (one file a
+// coder, one format); without `search` nothing calls those halves.
+#![cfg_attr(not(feature = "search"), allow(dead_code))]
 
-pub mod container;
-pub mod dsl;
-pub mod dtype;
+mod container;
+mod dsl;
+mod dtype;
 #[cfg(feature = "search")]
 mod encode;
-pub mod entropy;
-pub mod error;
-pub mod fsutil;
+mod entropy;
+mod error;
+mod fsutil;
 mod pool;
-pub mod progress;
+mod progress;
 #[cfg(feature = "search")]
-pub mod search;
+mod search;
 mod words;
 
 pub use container::{
-    ArchiveInfo, DecompressOptions, DecompressReport, decompress, decompress_file, decompress_to,
-    ratio, read_info,
+    Archive, ArchiveInfo, DEFAULT_BUDGET, DEFAULT_REGION_WORDS, Decoder, DecompressOptions,
+    DecompressReport, ProgramInfo, ProgramStep, ReadAt, Region, Segment, SegmentDesc, SegmentKind,
+    TensorEntry, decompress, decompress_file, decompress_to, ratio, read_info,
 };
 pub use dtype::Dtype;
 #[cfg(feature = "search")]
-pub use encode::{CompressOptions, CompressReport, LearnOptions, compress, compress_file};
+pub use encode::{CompressOptions, CompressReport, Encoder, LearnOptions, compress, compress_file};
 pub use error::{DecodeError, EncodeError};
+pub use fsutil::TempFile;
 pub use progress::{NoProgress, ProgressSink};
 #[cfg(feature = "search")]
 pub use search::Prior;
+
+/// Internals for the fuzz targets and the integration tests: the language,
+/// its wire form and interpreter, and the archive's framing. Not a stable
+/// API; built only with the `fuzzing` feature.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::container::{MAGIC, PREAMBLE_LEN};
+    pub use crate::dsl::exec::{NoRefs, execute};
+    pub use crate::dsl::{Node, wire};
+    pub use crate::words::mask;
+
+    /// The program of region `r` of segment `s`.
+    pub fn program<R: crate::ReadAt>(
+        archive: &crate::Archive<R>,
+        s: usize,
+        r: usize,
+    ) -> Result<Node, crate::DecodeError> {
+        archive.program(s, r)
+    }
+}
 
 /// Version of the `.brv` format this crate writes (and the newest it reads).
 /// Version 2 added the 16-bit-renormalized rANS codecs (wire ids 7-10);

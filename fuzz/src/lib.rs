@@ -11,10 +11,8 @@
 
 use std::sync::OnceLock;
 
-use brevis_core::container::{Archive, PREAMBLE_LEN};
-use brevis_core::dsl::exec::{NoRefs, execute};
-use brevis_core::dsl::{mask, wire};
-use brevis_core::{CompressOptions, compress, decompress};
+use brevis_core::fuzzing::{NoRefs, PREAMBLE_LEN, execute, mask, wire};
+use brevis_core::{Archive, CompressOptions, compress, decompress};
 
 /// A cursor over fuzz input that yields zeros once the input runs out.
 pub struct Input<'a> {
@@ -261,7 +259,7 @@ fn random_access(bytes: &[u8]) {
     let _ = a.info();
     for (s, seg) in a.segments().iter().enumerate() {
         for r in 0..seg.regions.len() {
-            let _ = a.program(s, r);
+            let _ = brevis_core::fuzzing::program(&a, s, r);
         }
         let _ = a.decode_segment(s);
     }

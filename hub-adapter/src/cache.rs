@@ -127,7 +127,7 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     use std::io::Write;
     let parent = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
-    let tmp = brevis_core::fsutil::TempFile::beside(path).map_err(|e| HubError::io(path, e))?;
+    let tmp = brevis_core::TempFile::beside(path).map_err(|e| HubError::io(path, e))?;
     let mut f = tmp.file().map_err(|e| HubError::io(path, e))?;
     f.write_all(data).map_err(|e| HubError::io(path, e))?;
     // Refs and manifests are ordinary files (0644, as `huggingface_hub`

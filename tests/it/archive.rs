@@ -7,8 +7,8 @@ use std::collections::HashSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
-use brevis_core::container::Archive;
-use brevis_core::dsl::Node;
+use brevis_core::Archive;
+use brevis_core::fuzzing::{Node, program};
 use brevis_core::{CompressOptions, compress, decompress};
 use sha2::Digest;
 
@@ -102,7 +102,7 @@ fn sample_archive_exercises_regions_and_refs() {
     );
     let tied = a.find("proj_tied.weight").expect("the duplicated tensor");
     assert!(
-        matches!(a.program(tied, 0).unwrap(), Node::Ref { .. }),
+        matches!(program(&a, tied, 0).unwrap(), Node::Ref { .. }),
         "the duplicated tensor is no longer coded as a reference"
     );
     assert!(
@@ -140,7 +140,7 @@ fn duplicates_that_differ_only_inside_are_told_apart() {
     let arc = Archive::new(&archive[..]).unwrap();
     let is_ref = |name: &str| {
         let i = arc.find(name).expect("a tensor of the file");
-        match arc.program(i, 0).unwrap() {
+        match program(&arc, i, 0).unwrap() {
             Node::Ref { segment, .. } => Some(arc.segments()[segment as usize].desc.name.clone()),
             _ => None,
         }
@@ -363,8 +363,8 @@ fn forge_archive(original: &[u8], program: &[u8]) -> Vec<u8> {
     varint(&mut stored, table.len() as u64);
     stored.extend_from_slice(&table);
     let table = stored;
-    let table_offset = brevis_core::container::PREAMBLE_LEN + program.len() as u64;
-    let mut a = brevis_core::container::MAGIC.to_vec();
+    let table_offset = brevis_core::fuzzing::PREAMBLE_LEN + program.len() as u64;
+    let mut a = brevis_core::fuzzing::MAGIC.to_vec();
     a.extend_from_slice(&brevis_core::FORMAT_VERSION.to_le_bytes());
     a.extend_from_slice(&[0, 0]);
     a.extend_from_slice(&n.to_le_bytes());
@@ -403,8 +403,62 @@ fn repeat_of_nothing_is_rejected_quickly() {
         let archive = forge_archive(&original, &program);
         let r = within(10, move || {
             assert!(decompress(&archive).is_err());
-            assert!(brevis_core::dsl::wire::read_exact(&program).is_err());
+            assert!(brevis_core::fuzzing::wire::read_exact(&program).is_err());
         });
         assert!(r.is_ok(), "{what}: {}", r.unwrap_err());
     }
+}
+
+/// A real checkpoint through the streaming API: `Encoder` (Write) makes
+/// the same archive as `compress`, and `Decoder` (Read) gives back the
+/// file in small reads across region boundaries; a damaged archive never
+/// reads to its end.
+#[test]
+fn encoder_and_decoder_stream_a_real_checkpoint() {
+    use std::io::{Read, Write};
+    let input =
+        std::fs::read(root().join("testdata/silero-vad/silero_vad_16k.safetensors")).unwrap();
+    let opts = || CompressOptions::default().region_words(4096);
+    let mut enc = brevis_core::Encoder::new(Vec::new(), opts());
+    for piece in input.chunks(1000) {
+        enc.write_all(piece).unwrap();
+    }
+    let archive = enc.finish().unwrap();
+    assert!(archive == compress(&input, &opts()).unwrap());
+    assert!(
+        Archive::new(&archive[..])
+            .unwrap()
+            .segments()
+            .iter()
+            .map(|s| s.regions.len())
+            .sum::<usize>()
+            > 2
+    );
+
+    let mut dec = brevis_core::Decoder::new(&archive[..]).unwrap();
+    assert_eq!(dec.info().original_len, input.len() as u64);
+    let (mut back, mut buf) = (Vec::new(), [0u8; 777]);
+    loop {
+        let n = dec.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        back.extend_from_slice(&buf[..n]);
+    }
+    assert!(back == input, "the stream differs from the file");
+
+    // The last region altered in a way its checksum cannot see is caught
+    // by the file's SHA-256 before its bytes are handed out.
+    let mut bad = archive.clone();
+    let sha_at = 16; // the preamble's SHA-256 (docs/FORMAT.md)
+    bad[sha_at] ^= 1;
+    let mut dec = brevis_core::Decoder::new(&bad[..]).unwrap();
+    let mut sink = Vec::new();
+    let e = dec.read_to_end(&mut sink).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+    assert!(
+        sink.len() < input.len(),
+        "every byte was handed out before the SHA-256 failed"
+    );
+    assert!(e.to_string().contains("SHA-256"), "{e}");
 }

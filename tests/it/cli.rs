@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use brevis_core::Archive;
 use brevis_core::DecodeError;
-use brevis_core::container::Archive;
 use sha2::Digest;
 
 use crate::archive::harness;

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use brevis_core::container::Archive;
+use brevis_core::Archive;
 
 use crate::cli::{Out, bin, compressed_dir, corrupt_body, model_dir, names_in, run, sha256};
 

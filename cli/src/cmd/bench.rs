@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use brevis_core::container::{Archive, SegmentKind};
+use brevis_core::{Archive, SegmentKind};
 use brevis_core::{CompressOptions, DecompressOptions, Dtype, LearnOptions, Prior};
 use clap::Args;
 use serde_json::json;

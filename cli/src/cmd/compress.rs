@@ -39,7 +39,7 @@ pub struct CompressArgs {
     #[command(flatten)]
     pub json: Json,
     /// Words per region (advanced: the unit of parallelism and of coder adaptivity).
-    #[arg(long, hide = true, default_value_t = brevis_core::container::DEFAULT_REGION_WORDS)]
+    #[arg(long, hide = true, default_value_t = brevis_core::DEFAULT_REGION_WORDS)]
     pub region_words: u64,
 }
 

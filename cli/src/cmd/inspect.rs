@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use brevis_core::Dtype;
-use brevis_core::container::{self, Archive, Segment, SegmentKind};
+use brevis_core::{Archive, Segment, SegmentKind};
 use clap::Args;
 use serde_json::{Value, json};
 
@@ -39,7 +39,7 @@ struct Contents {
 
 pub fn run(a: InspectArgs, _ui: &Ui) -> Result<Outcome> {
     files::check_regular(&a.archive, &files::stat(&a.archive)?)?;
-    let ar = container::open(&a.archive).map_err(|e| about("", &a.archive, e))?;
+    let ar = Archive::open(&a.archive).map_err(|e| about("", &a.archive, e))?;
     let c = contents(&ar, &a.archive)?;
     let summary: Vec<_> = c
         .by_program
@@ -84,15 +84,13 @@ fn contents(ar: &Archive<std::fs::File>, path: &Path) -> Result<Contents> {
     for (i, s) in ar.segments().iter().enumerate() {
         let mut texts: Vec<String> = Vec::new();
         for r in 0..s.regions.len() {
-            let node = ar.program(i, r).map_err(|e| about("", path, e))?;
-            node.walk(&mut |n| {
-                let e = c.by_production.entry(n.production()).or_default();
+            let program = ar.describe_program(i, r).map_err(|e| about("", path, e))?;
+            for step in &program.steps {
+                let e = c.by_production.entry(step.production).or_default();
                 e.0 += 1;
-                if let brevis_core::dsl::Node::Lit { payload, .. } = n {
-                    e.1 += payload.len() as u64;
-                }
-            });
-            texts.push(node.to_string());
+                e.1 += step.literal_bytes;
+            }
+            texts.push(program.text);
         }
         let program = summarize(&texts);
         let e = c.by_program.entry(program.clone()).or_default();

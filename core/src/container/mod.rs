@@ -10,16 +10,16 @@
 pub mod layout;
 mod preamble;
 mod read;
+mod stream;
 mod table;
 
 use std::path::Path;
 use std::sync::Arc;
 
-pub use layout::{SegmentDesc, SegmentKind};
+pub use layout::{SegmentDesc, SegmentKind, TensorEntry};
 pub(crate) use preamble::Preamble;
-#[cfg(feature = "search")]
-pub(crate) use read::ReadAt;
-pub use read::{Archive, decompress, decompress_file, decompress_to, read_info};
+pub use read::{Archive, ReadAt, decompress, decompress_file, decompress_to, read_info};
+pub use stream::Decoder;
 #[cfg(feature = "search")]
 pub(crate) use table::{pack_table, write_table};
 pub(crate) use table::{read_table, unpack_table};
@@ -166,12 +166,38 @@ impl Segment {
 }
 
 /// Open an archive file.
-pub fn open(path: &Path) -> Result<Archive<std::fs::File>, DecodeError> {
+pub(crate) fn open(path: &Path) -> Result<Archive<std::fs::File>, DecodeError> {
     let f = std::fs::File::open(path).map_err(|e| DecodeError::io(path, e))?;
     Archive::new(f).map_err(|e| match e {
         DecodeError::Io { source, .. } => DecodeError::io(path, source),
         e => e,
     })
+}
+
+impl Archive<std::fs::File> {
+    /// Open the archive file at `path`: its preamble and segment table are
+    /// read and checked, nothing is decoded yet.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, DecodeError> {
+        open(path.as_ref())
+    }
+}
+
+/// What one region's program is made of ([`Archive::describe_program`]).
+#[derive(Debug, Clone)]
+pub struct ProgramInfo {
+    /// The program as text, e.g. `split_float(...)`.
+    pub text: String,
+    /// Its steps (operators and literal leaves), depth first.
+    pub steps: Vec<ProgramStep>,
+}
+
+/// One step of a program.
+#[derive(Debug, Clone, Copy)]
+pub struct ProgramStep {
+    /// The operator's name in the language (`lit`, `split_float`, ...).
+    pub production: &'static str,
+    /// For a literal leaf, the bytes of its coded stream; else 0.
+    pub literal_bytes: u64,
 }
 
 /// A safetensors file of one f16 tensor, `w`, of these bytes (for tests).

@@ -92,7 +92,7 @@ mod tests {
         b[48..56].copy_from_slice(&pre.table_offset.to_le_bytes());
         b[56..64].copy_from_slice(&pre.table_len.to_le_bytes());
         let e = Preamble::read(&b, 300_000).unwrap_err();
-        assert!(matches!(e, DecodeError::Corrupt(_)));
+        assert!(matches!(e, DecodeError::Damaged(_)));
         assert_eq!(
             e.to_string(),
             "archive is truncated or damaged: segment table [565842, +743) \

@@ -3,19 +3,22 @@
 use std::io::Write;
 use std::path::Path;
 
-use rayon::prelude::*;
+use crate::pool::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::{
-    ArchiveInfo, DecompressOptions, DecompressReport, PREAMBLE_LEN, Preamble, Segment, SegmentKind,
-    read_table, xxh3,
+    ArchiveInfo, DecompressOptions, DecompressReport, PREAMBLE_LEN, Preamble, ProgramInfo,
+    ProgramStep, Segment, SegmentKind, read_table, xxh3,
 };
 use crate::dsl::exec::{NoRefs, Resolver, execute_into_bytes};
 use crate::dsl::{Node, wire};
 use crate::error::DecodeError;
 use crate::pool::pool;
 
-/// Random-access reads (positional, so threads can share one source).
+/// Random-access reads (positional, so threads can share one source):
+/// what an [`Archive`] reads from. Implemented for byte slices and files.
+// An archive is never empty (it has a preamble): `is_empty` would add nothing.
+#[allow(clippy::len_without_is_empty)]
 pub trait ReadAt: Sync {
     /// Total length.
     fn len(&self) -> std::io::Result<u64>;
@@ -169,8 +172,29 @@ impl<R: ReadAt> Archive<R> {
         &self.segments
     }
 
+    /// What the program of region `r` of segment `s` is made of: its text
+    /// and each of its steps, for display (`brevis-hub inspect`).
+    pub fn describe_program(&self, s: usize, r: usize) -> Result<ProgramInfo, DecodeError> {
+        let node = self.program(s, r)?;
+        let mut steps = Vec::new();
+        node.walk(&mut |n| {
+            let literal_bytes = match n {
+                Node::Lit { payload, .. } => payload.len() as u64,
+                _ => 0,
+            };
+            steps.push(ProgramStep {
+                production: n.production(),
+                literal_bytes,
+            });
+        });
+        Ok(ProgramInfo {
+            text: node.to_string(),
+            steps,
+        })
+    }
+
     /// Parse the program of region `r` of segment `s`.
-    pub fn program(&self, s: usize, r: usize) -> Result<Node, DecodeError> {
+    pub(crate) fn program(&self, s: usize, r: usize) -> Result<Node, DecodeError> {
         let seg = self
             .segments
             .get(s)
@@ -198,7 +222,12 @@ impl<R: ReadAt> Archive<R> {
 
     /// Decode region `r` of segment `s` to its bytes, checking its checksum.
     /// `allow_refs`: whether its program may reference earlier segments.
-    fn decode_region(&self, s: usize, r: usize, allow_refs: bool) -> Result<Vec<u8>, DecodeError> {
+    pub(crate) fn decode_region(
+        &self,
+        s: usize,
+        r: usize,
+        allow_refs: bool,
+    ) -> Result<Vec<u8>, DecodeError> {
         let node = self.program(s, r)?;
         let seg = &self.segments[s];
         let width = seg.desc.width();
@@ -267,7 +296,11 @@ impl<R: ReadAt> Archive<R> {
         let end = offset
             .checked_add(len)
             .filter(|&e| e <= self.pre.original_len)
-            .ok_or_else(|| DecodeError::corrupt("range past the end of the file"))?;
+            .ok_or(DecodeError::OutOfRange {
+                offset,
+                len,
+                file_len: self.pre.original_len,
+            })?;
         let mut out = Vec::with_capacity((len as usize).min(64 << 20));
         for (i, seg) in self.segments.iter().enumerate() {
             let (s0, s1) = (seg.desc.offset, seg.desc.offset + seg.desc.len);
@@ -462,13 +495,7 @@ pub fn decompress_file(
     opts: &DecompressOptions,
 ) -> Result<DecompressReport, DecodeError> {
     if !overwrite && dst.exists() {
-        return Err(DecodeError::io(
-            dst,
-            std::io::Error::new(
-                std::io::ErrorKind::AlreadyExists,
-                "already exists (use --force to overwrite)",
-            ),
-        ));
+        return Err(DecodeError::Exists(dst.to_path_buf()));
     }
     let a = super::open(src)?;
     let tmp = crate::fsutil::TempFile::beside(dst).map_err(|e| DecodeError::io(dst, e))?;

@@ -597,6 +597,7 @@ impl Node {
     }
 
     /// The literal leaf of `words` coded with the smallest codec.
+    #[cfg(test)]
     pub fn lit(words: &[u64], width: u8, opts: &crate::entropy::LitOptions) -> Node {
         let (codec, payload) = crate::entropy::encode_best(words, width, &[], opts);
         Node::Lit {

@@ -63,7 +63,7 @@ impl Prior {
     /// sample is searched with a large budget under the uniform prior, the
     /// winning programs' productions counted.
     pub fn learn(files: &[&Path], opts: &LearnOptions) -> Result<Prior, EncodeError> {
-        use rayon::prelude::*;
+        use crate::pool::prelude::*;
         let mut groups: std::collections::BTreeMap<String, Vec<(usize, SegmentDesc)>> =
             Default::default();
         let mut opened = Vec::new();

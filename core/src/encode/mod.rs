@@ -12,6 +12,7 @@ mod learn;
 mod options;
 mod regions;
 mod segments;
+mod stream;
 #[cfg(test)]
 mod tests;
 mod whole;
@@ -22,6 +23,7 @@ use std::path::Path;
 
 pub use learn::LearnOptions;
 pub use options::{CompressOptions, CompressReport};
+pub use stream::Encoder;
 
 use crate::container::{Archive, ReadAt, SegmentKind, layout};
 use crate::error::EncodeError;
@@ -115,7 +117,7 @@ fn compress_on_pool<W: Sink>(
     // with two threads or more: writing it and the screen were a serial
     // stretch of every small file); should the whole file win, it is
     // written over it, and the rest cut.
-    let (written, may_win) = rayon::join(
+    let (written, may_win) = crate::pool::join(
         || out.write_all(&tensors),
         || whole_may_win(&whole, &spans, report.archive_len),
     );

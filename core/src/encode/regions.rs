@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
-use rayon::prelude::*;
+use crate::pool::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::dedup::duplicates;

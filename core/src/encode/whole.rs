@@ -58,8 +58,8 @@ pub(super) fn whole_may_win(whole: &[u8], tensors: &[(u64, u64)], archive: u64) 
     // (With two threads or more, what each stage needs is worked out side
     // by side: the screen otherwise runs on one thread while the others
     // wait for the next file.)
-    let both = rayon::current_num_threads() > 1;
-    let ((z1, zh), repeats) = rayon::join(
+    let both = crate::pool::current_num_threads() > 1;
+    let ((z1, zh), repeats) = crate::pool::join(
         || (z(&sample, 1) as f64, z(head, 1) as f64),
         || cross_tensor_repeats(whole, tensors),
     );
@@ -72,7 +72,7 @@ pub(super) fn whole_may_win(whole: &[u8], tensors: &[(u64, u64)], archive: u64) 
     // (worked out only when -1 passes, but for side by side).
     let gain_of = || z(&sample, 22) as f64 / z1;
     let (quick, gain) = if both {
-        let (q, g) = rayon::join(|| zstd_long(whole, 1) as f64, gain_of);
+        let (q, g) = crate::pool::join(|| zstd_long(whole, 1) as f64, gain_of);
         (q, Some(g))
     } else {
         (zstd_long(whole, 1) as f64, None)

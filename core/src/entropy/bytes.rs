@@ -17,10 +17,6 @@ impl<'a> ByteReader<'a> {
     pub fn remaining(&self) -> usize {
         self.data.len() - self.pos
     }
-    /// Current offset.
-    pub fn pos(&self) -> usize {
-        self.pos
-    }
     /// The next `n` bytes.
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if n > self.remaining() {
@@ -42,11 +38,6 @@ impl<'a> ByteReader<'a> {
     pub fn u16(&mut self) -> Result<u16, DecodeError> {
         let b = self.bytes(2)?;
         Ok(u16::from_le_bytes([b[0], b[1]]))
-    }
-    /// Little-endian u32.
-    pub fn u32(&mut self) -> Result<u32, DecodeError> {
-        let b = self.bytes(4)?;
-        Ok(u32::from_le_bytes(b.try_into().expect("4 bytes")))
     }
     /// Little-endian u64.
     pub fn u64(&mut self) -> Result<u64, DecodeError> {

@@ -344,7 +344,8 @@ pub fn encode_best<W: Word>(
     (codec, payload)
 }
 
-/// Encode with one given codec (used by tests and by the search to price a choice).
+/// Encode with one given codec (for tests).
+#[cfg(test)]
 pub fn encode_with<W: Word>(
     codec: Codec,
     words: &[W],
@@ -439,6 +440,7 @@ pub(super) fn rans_count_known(
 }
 
 /// `syms` counted under `ctx` and coded in rANS with `codec`'s states.
+#[cfg(test)]
 pub(super) fn rans_counted(codec: Codec, syms: &[u8], ctx: Context<'_>, min_ctx: usize) -> Vec<u8> {
     rans_encode(codec, syms, ctx, &rans_count(codec, syms, &ctx), min_ctx)
 }

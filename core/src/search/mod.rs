@@ -86,7 +86,9 @@ pub struct Target<'a> {
 pub struct Synthesis {
     /// The chosen shape, leaves frozen to the codecs that won on the sample.
     pub shape: Shape,
-    /// Exact size of the program on the sample.
+    /// Exact size of the program on the sample (the tests check the
+    /// search's choice by it).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub sample_bytes: usize,
     /// Complete programs judged.
     pub judged: u32,

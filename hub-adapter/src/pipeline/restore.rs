@@ -68,7 +68,7 @@ pub(super) fn restore(
     repo: &str,
 ) -> Result<()> {
     use std::io::Write as _;
-    let tmp = brevis_core::fsutil::TempFile::beside(dst).map_err(|e| HubError::io(dst, e))?;
+    let tmp = brevis_core::TempFile::beside(dst).map_err(|e| HubError::io(dst, e))?;
     let file = tmp.file().map_err(|e| HubError::io(dst, e))?;
     // The decoder hashes what it writes: the tee adds the SHA-256 only for
     // a copied file, and the git blob id only for a regular one.

@@ -94,7 +94,7 @@ impl TicketKey {
 /// file, then rename).
 fn write_private(path: &Path, data: &[u8]) -> Result<()> {
     use std::io::Write as _;
-    let tmp = brevis_core::fsutil::TempFile::beside(path).map_err(|e| HubError::io(path, e))?;
+    let tmp = brevis_core::TempFile::beside(path).map_err(|e| HubError::io(path, e))?;
     let mut f = tmp.file().map_err(|e| HubError::io(path, e))?;
     #[cfg(unix)]
     {

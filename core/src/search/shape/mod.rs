@@ -34,17 +34,8 @@ pub enum Shape {
 }
 
 impl Shape {
-    /// Whether the shape has no holes.
-    pub fn is_complete(&self) -> bool {
-        match self {
-            Shape::Hole => false,
-            Shape::Lit(_) | Shape::Generic | Shape::GenericPlanes => true,
-            Shape::Merge(_, c) | Shape::Interleave(_, _, c) => c.iter().all(Shape::is_complete),
-            Shape::Map(_, c) | Shape::Scan(_, c) => c.is_complete(),
-        }
-    }
-
     /// Text such as `Merge[bf16](Lit, Lit, Lit)`.
+    #[cfg(test)]
     pub fn text(&self) -> String {
         match self {
             Shape::Hole => "?".into(),
