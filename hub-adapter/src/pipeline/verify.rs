@@ -22,7 +22,10 @@ use super::work::lock_work;
 
 /// The verdict on one manifest entry whose stored file is (or should be)
 /// in `folder`. Blocking. An error is one reading the stored file (not a
-/// verdict); an archive that does not decode is `corrupt`.
+/// verdict). An archive read to the end whose bytes are not what it
+/// records (a region's checksum, its SHA-256) is `corrupt`; one that
+/// cannot be read (not an archive, truncated, a stream that no longer
+/// decodes, a newer format) is `unreadable`: [`decode_status`].
 fn verify_entry(folder: &Path, repo: &str, f: &FileEntry, threads: usize) -> Result<VerifyEntry> {
     let stored = folder.join(&f.archive);
     if !stored.is_file() {
@@ -47,7 +50,7 @@ fn verify_entry(folder: &Path, repo: &str, f: &FileEntry, threads: usize) -> Res
                     return Err(HubError::io(path, source));
                 }
                 Err(err) => {
-                    e.status = "corrupt".into();
+                    e.status = decode_status(&err).into();
                     e.detail = Some(err.to_string());
                     return Ok(e);
                 }
@@ -69,6 +72,19 @@ fn verify_entry(folder: &Path, repo: &str, f: &FileEntry, threads: usize) -> Res
     }
     e.actual = Some(h.sha256_hex());
     Ok(e)
+}
+
+/// The status of a stored archive that did not decode, by the one rule
+/// `verify` of local archives follows: `corrupt` (exit 1) when it was
+/// read and does not match, `unreadable` (exit 2) when it could not be
+/// read at all.
+fn decode_status(e: &brevis_core::DecodeError) -> &'static str {
+    use brevis_core::DecodeError as D;
+    match e {
+        D::Checksum { .. } | D::ShaMismatch { .. } => "corrupt",
+        // Truncated, BadMagic, UnsupportedVersion, Corrupt, Limit, Io, ...
+        _ => "unreadable",
+    }
 }
 
 /// The row of an entry whose stored file is not there.
