@@ -293,6 +293,80 @@ fn verify_exit_codes() {
     assert_eq!(v["ok"], true, "{v}");
 }
 
+/// A local mirror folder holding `model.safetensors.brv` (an LFS file) and
+/// its manifest; the folder of `compressed_dir()`.
+fn mirror_folder() -> tempfile::TempDir {
+    use brevis_hub::manifest::{MANIFEST_NAME, Source};
+    let d = compressed_dir();
+    let p = d.path();
+    let size = |n: &str| std::fs::metadata(p.join(n)).unwrap().len();
+    let m = brevis_hub::Manifest {
+        manifest_version: 1,
+        tool: "test".into(),
+        format_version: 1,
+        source: Source {
+            repo: "org/model".into(),
+            revision: "main".into(),
+            commit: "0".repeat(40),
+        },
+        files: vec![brevis_hub::FileEntry {
+            path: "model.safetensors".into(),
+            size: size("model.safetensors"),
+            sha256: hex::encode(sha256(&p.join("model.safetensors"))),
+            git_oid: "0".repeat(40),
+            lfs: true,
+            encoding: brevis_hub::Encoding::Brv,
+            archive: "model.safetensors.brv".into(),
+            archive_size: size("model.safetensors.brv"),
+        }],
+    };
+    std::fs::write(p.join(MANIFEST_NAME), m.to_json()).unwrap();
+    d
+}
+
+/// A mirror follows verify's one rule: an archive read that does not match
+/// is `corrupt` (exit 1), one that cannot be read is `unreadable` (exit 2).
+#[test]
+fn verify_mirror_folder_exit_codes_follow_the_one_rule() {
+    let d = mirror_folder();
+    let p = d.path();
+    let archive = p.join("model.safetensors.brv");
+    let good = std::fs::read(&archive).unwrap();
+    let status = |o: &Out| -> String {
+        let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+        v["files"][0]["status"].as_str().unwrap().to_string()
+    };
+    let o = run(p, &["verify", ".", "--json"]);
+    assert_eq!(o.code, 0, "good mirror: {}{}", o.stdout, o.stderr);
+    assert_eq!(status(&o), "ok");
+
+    // A flipped byte in a region: read to the end, a checksum mismatch.
+    std::fs::write(&archive, corrupt_body(&good)).unwrap();
+    let o = run(p, &["verify", ".", "--json"]);
+    assert_eq!(o.code, 1, "flipped byte: {}{}", o.stdout, o.stderr);
+    assert_eq!(status(&o), "corrupt");
+
+    // Truncated: it cannot be read at all.
+    std::fs::write(&archive, &good[..good.len() / 2]).unwrap();
+    let o = run(p, &["verify", ".", "--json"]);
+    assert_eq!(o.code, 2, "truncated: {}{}", o.stdout, o.stderr);
+    assert_eq!(status(&o), "unreadable");
+    let o = run(p, &["verify", "."]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stdout.starts_with("unreadable model.safetensors"),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stderr.contains("could not be checked"), "{}", o.stderr);
+
+    // Not an archive at all.
+    std::fs::write(&archive, b"hello, I am not an archive\n").unwrap();
+    let o = run(p, &["verify", ".", "--json"]);
+    assert_eq!(o.code, 2, "not an archive: {}{}", o.stdout, o.stderr);
+    assert_eq!(status(&o), "unreadable");
+}
+
 #[test]
 fn inspect_json_lists_tensors() {
     let d = compressed_dir();

@@ -64,14 +64,15 @@ pub fn run(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
         .budget(a.budget.budget)
         .prior(prior)
         .region_words(a.region_words)
-        .verify(!a.no_verify)
-        .progress(Arc::new(ui.sink()));
+        .verify(!a.no_verify);
+    let run = ui.run("compress", inputs.iter().map(|i| i.path.as_path()));
     let (mut total_in, mut total_out) = (0u64, 0u64);
     let mut rows = Vec::new();
     for (src, dst) in inputs.iter().map(|i| &i.path).zip(&plan.outs) {
         let t = Instant::now();
         // With verification, the archive is decoded and checked against
         // the input before it is renamed into place.
+        let opts = opts.clone().progress(run.file(src));
         let r = brevis_core::compress_file(src, dst, force, &opts)
             .map_err(|e| about("compressing", src, e))?;
         let secs = t.elapsed().as_secs_f64();
@@ -95,6 +96,7 @@ pub fn run(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
             "search_seconds": r.search_seconds,
         }));
     }
+    drop(run);
     if a.json.json {
         outln!(
             "{}",

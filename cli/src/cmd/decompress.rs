@@ -2,7 +2,6 @@
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -53,12 +52,12 @@ pub fn run(a: DecompressArgs, ui: &Ui) -> Result<Outcome> {
         restored_name,
     )?;
     files::make_parents(&plan)?;
-    let sink = Arc::new(ui.sink());
+    let run = ui.run("decompress", inputs.iter().map(|i| i.path.as_path()));
     for (src, dst) in inputs.iter().map(|i| &i.path).zip(&plan.outs) {
         let t = Instant::now();
         let opts = DecompressOptions::default()
             .threads(workers_for(src, a.threads.threads))
-            .progress(sink.clone());
+            .progress(run.file(src));
         let r = brevis_core::decompress_file(src, dst, force, &opts)
             .map_err(|e| about("decompressing", src, e))?;
         ui.note(format!(

@@ -155,16 +155,22 @@ fn summary(rep: &VerifyReport, unvouched: bool, remote: bool) -> String {
     )
 }
 
-/// Files that could not be fetched make the run an error (exit 2), after
-/// every row was reported; else a mismatch is exit 1.
+/// Whether a row is a file that could not be checked (exit 2): it could
+/// not be fetched (`error`) or is no archive that can be read
+/// (`unreadable`), as opposed to one read that fails (exit 1).
+fn unchecked(f: &VerifyEntry) -> bool {
+    matches!(f.status.as_str(), "error" | "unreadable")
+}
+
+/// Files that could not be fetched or read make the run an error (exit
+/// 2), after every row was reported; else a mismatch is exit 1.
 fn outcome(results: Results, ok: bool) -> Result<Outcome> {
     let mut errors: Vec<anyhow::Error> = Vec::new();
     for (target, r) in results {
         match r {
             Err(e) => errors.push(e),
             Ok(rep) => {
-                let failed: Vec<&VerifyEntry> =
-                    rep.files.iter().filter(|f| f.status == "error").collect();
+                let failed: Vec<&VerifyEntry> = rep.files.iter().filter(|f| unchecked(f)).collect();
                 if let Some(first) = failed.first() {
                     errors.push(anyhow::anyhow!(
                         "verifying {target}: {} file(s) could not be checked; {}: {}",

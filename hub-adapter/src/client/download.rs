@@ -499,8 +499,9 @@ impl HubClient {
 
     /// Each of `files` downloaded as [`HubClient::download_file`] does, up
     /// to the client's concurrency, yielded as it ends: its index in
-    /// `files` and the outcome. `progress` advances with every file; its
-    /// start and finish are the caller's.
+    /// `files` and the outcome. Each file reports to `progress` as a file
+    /// of a run (keyed by its path); the run's begin and end are the
+    /// caller's.
     pub fn download_stream<'a>(
         &'a self,
         repo: &'a str,
@@ -515,11 +516,13 @@ impl HubClient {
             .iter()
             .enumerate()
             .map(|(i, (path, dst, expect))| {
-                let p = progress.clone();
+                let p = brevis_core::progress::FileProgress::new(progress.clone(), path.clone());
                 async move {
+                    p.start("download", expect.size.unwrap_or(0));
                     let r = self
-                        .download_file(repo, revision, path, dst, expect, &*p)
+                        .download_file(repo, revision, path, dst, expect, &p)
                         .await;
+                    p.finish();
                     (i, r)
                 }
             })

@@ -4,6 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use brevis_core::ProgressSink;
+use brevis_core::progress::FileProgress;
+
 use crate::client::{RepoFile, UploadFile};
 use crate::error::{HubError, Result};
 use crate::hashing::{FileHashes, hash_file};
@@ -96,8 +99,12 @@ async fn build_archive(
         if !reuse {
             (opts.notes)(&format!("compressing {}", f.path));
             compress(opts, prior, &local, &out, &f.path).await?;
+        } else {
+            // Its compression is done: an earlier run did it.
+            opts.progress.file_advance(&f.path, f.size);
         }
-        let failure = match prove(&out, &f.path, opts.threads).await {
+        let proving = FileProgress::arc(&opts.progress, archive);
+        let failure = match prove(&out, &f.path, opts.threads, proving).await {
             Ok((digest, len)) if hex::encode(digest) == sha_hex && len == f.size => {
                 return Ok(out);
             }
@@ -136,7 +143,7 @@ async fn compress(
         .verify(false)
         .threads(opts.threads)
         .prior(prior.clone())
-        .progress(opts.progress.clone());
+        .progress(FileProgress::arc(&opts.progress, path));
     if let Some(b) = opts.budget {
         co = co.budget(b);
     }
@@ -151,13 +158,20 @@ async fn compress(
 /// The SHA-256 and length of what the archive `out` decodes to. The decoder
 /// hashes what it writes (and checks it against the archive's own
 /// SHA-256): its digest is the proof.
-async fn prove(out: &Path, path: &str, threads: usize) -> Result<([u8; 32], u64)> {
+async fn prove(
+    out: &Path,
+    path: &str,
+    threads: usize,
+    progress: Arc<dyn ProgressSink>,
+) -> Result<([u8; 32], u64)> {
     let (o, p) = (out.to_path_buf(), path.to_owned());
     blocking(move || {
         let r = brevis_core::decompress_to(
             &o,
             &mut std::io::sink(),
-            &brevis_core::DecompressOptions::default().threads(threads),
+            &brevis_core::DecompressOptions::default()
+                .threads(threads)
+                .progress(progress),
         )
         .map_err(|e| codec_err_d(&p, e))?;
         Ok((r.sha256, r.original_len))

@@ -76,9 +76,10 @@ pub(super) fn by_stored_file<'a>(
 /// those of `ready` at once, each download as it ends, after `arrived` has
 /// seen its outcome. An error (from `arrived` or a job) stops everything:
 /// the downloads in flight are given up (their partial files resume next
-/// time), a running job is awaited, and the first error is returned. The
-/// download has the progress bar while it runs; a job started meanwhile
-/// gets none.
+/// time), a running job is awaited, and the first error is returned. Each
+/// download reports as a file of `progress`'s run, and each job is given
+/// `progress` to report its files in; the run's `begin` and `end` are the
+/// caller's.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn download_and_run<'a>(
     client: &HubClient,
@@ -90,10 +91,6 @@ pub(super) async fn download_and_run<'a>(
     mut arrived: impl FnMut(&'a str, Result<crate::client::DownloadStats>) -> Result<()>,
     job: impl Fn(&'a str, Arc<dyn ProgressSink>) -> tokio::task::JoinHandle<Result<()>>,
 ) -> Result<()> {
-    if !dl.is_empty() {
-        let total: u64 = dl.iter().filter_map(|(_, _, e)| e.size).sum();
-        progress.start(&format!("download {repo}"), total);
-    }
     let mut downloads = Some(client.download_stream(repo, commit, dl, progress.clone()));
     let (mut left, mut running) = (dl.len(), None);
     let mut failed = None;
@@ -102,12 +99,7 @@ pub(super) async fn download_and_run<'a>(
             && failed.is_none()
             && let Some(a) = ready.pop_front()
         {
-            let sink: Arc<dyn ProgressSink> = if left > 0 {
-                Arc::new(NoProgress)
-            } else {
-                progress.clone()
-            };
-            running = Some(job(a, sink));
+            running = Some(job(a, progress.clone()));
         }
         tokio::select! {
             Some((i, r)) = async { downloads.as_mut().expect("guarded").next().await },
@@ -115,9 +107,6 @@ pub(super) async fn download_and_run<'a>(
             {
                 left -= 1;
                 let archive = dl[i].0.as_str();
-                if left == 0 {
-                    progress.finish();
-                }
                 match arrived(archive, r) {
                     Ok(()) => ready.push_back(archive),
                     Err(e) => failed = Some(e),
@@ -147,12 +136,24 @@ pub(super) async fn download_and_run<'a>(
         ));
     }
     match failed {
-        Some(e) => {
-            if left > 0 {
-                progress.finish();
-            }
-            Err(e)
-        }
+        Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// The size of a run that downloads `dl` and decodes `entries` (those of
+/// them stored as archives, each by its original's bytes): its files and
+/// bytes, as far as the Hub's tree and the manifest say.
+pub(super) fn run_size<'e>(
+    dl: &[(String, PathBuf, Expect)],
+    entries: impl IntoIterator<Item = &'e FileEntry>,
+) -> (usize, u64) {
+    let (mut files, mut bytes) = (dl.len(), dl.iter().filter_map(|(_, _, e)| e.size).sum());
+    for f in entries {
+        if f.encoding == crate::manifest::Encoding::Brv {
+            files += 1;
+            bytes += f.size;
+        }
+    }
+    (files, bytes)
 }

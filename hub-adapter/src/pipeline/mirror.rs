@@ -5,16 +5,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use brevis_core::NoProgress;
+use futures_util::StreamExt;
 
 use crate::cache::write_atomic;
-use crate::client::{Expect, HubClient, RepoFile, UploadFile};
+use crate::client::{DownloadStats, Expect, HubClient, RepoFile, UploadFile};
 use crate::error::{HubError, Result};
 use crate::hashing::{FileHashes, hash_file};
 use crate::manifest::{Encoding, FileEntry, MANIFEST_NAME, Manifest, PRIOR_NAME, Source};
 use crate::paths::{check_globs, check_repo_id, check_revision, selected};
 
 use super::archive::store;
-use super::download::fetch_manifest;
+use super::download::{fetch_manifest, run_size};
 use super::options::MirrorOptions;
 use super::plan::{check_plan, is_safetensors, plan_names};
 use super::report::{MirrorReport, model_card};
@@ -359,9 +360,7 @@ async fn download_sources(
         opts.src,
         plan.short()
     ));
-    let stats = src
-        .download_many(&opts.src, &plan.commit, &todo, opts.progress.clone())
-        .await?;
+    let stats = download_all(src, opts, plan, &todo).await?;
     let downloaded = stats.iter().map(|s| s.bytes_on_wire).sum();
     for ((path, _, _), s) in todo.iter().zip(stats) {
         if let Some(h) = s.hashes {
@@ -369,6 +368,27 @@ async fn download_sources(
         }
     }
     Ok((checked, downloaded))
+}
+
+/// Download `todo` from the source as one progress run, each file a file
+/// of it: the outcome of each, in `todo`'s order (the first error, after
+/// every download ended).
+async fn download_all(
+    src: &HubClient,
+    opts: &MirrorOptions,
+    plan: &Plan,
+    todo: &[(String, PathBuf, Expect)],
+) -> Result<Vec<DownloadStats>> {
+    let run = &opts.progress;
+    let (files, bytes) = run_size(todo, []);
+    run.begin(&format!("download {}", opts.src), files, bytes);
+    let mut results: Vec<(usize, Result<DownloadStats>)> = src
+        .download_stream(&opts.src, &plan.commit, todo, run.clone())
+        .collect()
+        .await;
+    run.end();
+    results.sort_by_key(|r| r.0);
+    results.into_iter().map(|r| r.1).collect()
 }
 
 /// The hashes of `f` left at `local` by an earlier run, if it is the Hub's
@@ -509,6 +529,17 @@ async fn compress_and_prove(
     };
     let mut sending: tokio::task::JoinSet<Result<Sent>> = tokio::task::JoinSet::new();
     let slots = Arc::new(tokio::sync::Semaphore::new(dst.concurrency()));
+    // The run: each archive compressed, then proven by decoding.
+    let brv: Vec<u64> = (plan.files.iter().zip(&plan.names))
+        .filter(|(_, (_, e))| *e == Encoding::Brv)
+        .map(|(f, _)| f.size)
+        .collect();
+    let run = &opts.progress;
+    run.begin(
+        &format!("compress {}", opts.src),
+        2 * brv.len(),
+        2 * brv.iter().sum::<u64>(),
+    );
     let compressed: Result<()> = async {
         for ((f, (archive, enc)), h) in plan.files.iter().zip(&plan.names).zip(hashes) {
             let (entry, upload) = store(opts, prior, work, f, archive, *enc, h).await?;
@@ -527,6 +558,7 @@ async fn compress_and_prove(
         Ok(())
     }
     .await;
+    run.end();
     // A failure lets the sends in flight finish (each bounded by the
     // client's timeouts and retries): a re-run finds what they sent.
     let mut failed = compressed.err();

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use brevis_core::ProgressSink;
+use brevis_core::progress::FileProgress;
 
 use crate::cache::RepoCache;
 use crate::client::{Expect, HubClient, RepoFile};
@@ -15,7 +16,7 @@ use crate::paths::{
     check_globs, check_repo_id, check_repo_path, check_revision, is_commit_id, selected,
 };
 
-use super::download::{by_stored_file, download_and_run, fetch_manifest};
+use super::download::{by_stored_file, download_and_run, fetch_manifest, run_size};
 use super::options::PullOptions;
 use super::report::PullReport;
 use super::restore::{check_identity, restore};
@@ -332,7 +333,8 @@ async fn plan_downloads(
 /// downloaded. Each stored file's restores start as soon as it is here
 /// (those left complete by an earlier run at once), one at a time, while
 /// the others download: a sharded mirror decodes shard k while k + 1
-/// arrives. The download has the progress bar while it runs.
+/// arrives. One progress run: each download and each decode is a file of
+/// it (a stored file copied as it is reports nothing).
 async fn download_and_restore(
     client: &HubClient,
     opts: &PullOptions,
@@ -366,13 +368,17 @@ async fn download_and_restore(
                     std::fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
                 }
                 clean_stale_temps(&dst);
-                restore(&stored, &dst, &f, threads, progress.clone(), &repo)?;
+                let p = FileProgress::arc(&progress, f.path.as_str());
+                restore(&stored, &dst, &f, threads, p, &repo)?;
             }
             Ok(())
         })
     };
+    let (files, bytes) = run_size(dl, need.iter().copied());
+    let run = &opts.progress;
+    run.begin(&format!("pull {}", opts.repo), files, bytes);
     let mut downloaded = 0;
-    download_and_run(
+    let r = download_and_run(
         client,
         &opts.repo,
         sha,
@@ -385,8 +391,9 @@ async fn download_and_restore(
         },
         restore_files,
     )
-    .await?;
-    Ok(downloaded)
+    .await;
+    run.end();
+    r.map(|()| downloaded)
 }
 
 /// Set the cache's ref of the source's revision to the restored commit.

@@ -83,8 +83,13 @@ pub struct VerifyEntry {
     pub path: String,
     /// Stored file.
     pub archive: String,
-    /// `ok`, `mismatch`, `missing` or `corrupt`; for a remote mirror also
-    /// `error` (the stored file could not be downloaded: not a verdict).
+    /// `ok`; `mismatch` (the manifest or the source says otherwise),
+    /// `missing` (no stored file), `corrupt` (an archive read to the end
+    /// whose bytes are not what it records: a region's checksum, its
+    /// SHA-256): a file that fails (exit 1); `unreadable` (a stored file
+    /// that is not an archive, is truncated, or cannot be decoded) and,
+    /// for a remote mirror, `error` (it could not be downloaded): a file
+    /// that could not be checked (exit 2).
     pub status: String,
     /// SHA-256 from the manifest.
     pub expected: String,

@@ -4,7 +4,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use brevis_core::ProgressSink;
+use brevis_core::progress::FileProgress;
+use brevis_core::{NoProgress, ProgressSink};
 
 use crate::client::{Expect, HubClient, RepoFile};
 use crate::error::{HubError, Result};
@@ -12,7 +13,7 @@ use crate::hashing::hash_file;
 use crate::manifest::{Encoding, FileEntry, MANIFEST_NAME, Manifest};
 use crate::paths::check_repo_id;
 
-use super::download::{by_stored_file, download_and_run, fetch_manifest};
+use super::download::{by_stored_file, download_and_run, fetch_manifest, run_size};
 use super::options::quiet_notes;
 use super::report::{VerifyEntry, VerifyReport};
 use super::restore::{check_identity, teed_hashes};
@@ -22,8 +23,17 @@ use super::work::lock_work;
 
 /// The verdict on one manifest entry whose stored file is (or should be)
 /// in `folder`. Blocking. An error is one reading the stored file (not a
-/// verdict); an archive that does not decode is `corrupt`.
-fn verify_entry(folder: &Path, repo: &str, f: &FileEntry, threads: usize) -> Result<VerifyEntry> {
+/// verdict). An archive read to the end whose bytes are not what it
+/// records (a region's checksum, its SHA-256) is `corrupt`; one that
+/// cannot be read (not an archive, truncated, a stream that no longer
+/// decodes, a newer format) is `unreadable`: [`decode_status`].
+fn verify_entry(
+    folder: &Path,
+    repo: &str,
+    f: &FileEntry,
+    threads: usize,
+    progress: Arc<dyn ProgressSink>,
+) -> Result<VerifyEntry> {
     let stored = folder.join(&f.archive);
     if !stored.is_file() {
         return Ok(missing_entry(f));
@@ -40,14 +50,16 @@ fn verify_entry(folder: &Path, repo: &str, f: &FileEntry, threads: usize) -> Res
             match brevis_core::decompress_to(
                 &stored,
                 &mut w,
-                &brevis_core::DecompressOptions::default().threads(threads),
+                &brevis_core::DecompressOptions::default()
+                    .threads(threads)
+                    .progress(progress),
             ) {
                 Ok(r) => Ok(teed_hashes(w.finish().1, Some(r.sha256))),
                 Err(brevis_core::DecodeError::Io { path, source }) if path == stored => {
                     return Err(HubError::io(path, source));
                 }
                 Err(err) => {
-                    e.status = "corrupt".into();
+                    e.status = decode_status(&err).into();
                     e.detail = Some(err.to_string());
                     return Ok(e);
                 }
@@ -71,6 +83,19 @@ fn verify_entry(folder: &Path, repo: &str, f: &FileEntry, threads: usize) -> Res
     Ok(e)
 }
 
+/// The status of a stored archive that did not decode, by the one rule
+/// `verify` of local archives follows: `corrupt` (exit 1) when it was
+/// read and does not match, `unreadable` (exit 2) when it could not be
+/// read at all.
+fn decode_status(e: &brevis_core::DecodeError) -> &'static str {
+    use brevis_core::DecodeError as D;
+    match e {
+        D::Checksum { .. } | D::ShaMismatch { .. } => "corrupt",
+        // Truncated, BadMagic, UnsupportedVersion, Corrupt, Limit, Io, ...
+        _ => "unreadable",
+    }
+}
+
 /// The row of an entry whose stored file is not there.
 fn missing_entry(f: &FileEntry) -> VerifyEntry {
     VerifyEntry {
@@ -92,7 +117,7 @@ pub fn verify_local(folder: &Path, threads: usize) -> Result<VerifyReport> {
     let files = m
         .files
         .iter()
-        .map(|f| verify_entry(folder, &m.source.repo, f, threads))
+        .map(|f| verify_entry(folder, &m.source.repo, f, threads, Arc::new(NoProgress)))
         .collect::<Result<Vec<_>>>()?;
     let ok = files.iter().all(|e| e.status == "ok");
     Ok(VerifyReport {
@@ -245,7 +270,7 @@ async fn check_stored(
     let entries: Vec<&FileEntry> = m.files.iter().collect();
     let (files_of, ready) = by_stored_file(&entries, &dl);
     let verdicts = Arc::new(std::sync::Mutex::new(vec![None; entries.len()]));
-    let check = |archive: &str, _: Arc<dyn ProgressSink>| {
+    let check = |archive: &str, progress: Arc<dyn ProgressSink>| {
         let todo: Vec<(usize, FileEntry)> = files_of[archive]
             .iter()
             .map(|&i| (i, entries[i].clone()))
@@ -262,7 +287,8 @@ async fn check_stored(
         tokio::task::spawn_blocking(move || -> Result<()> {
             for (i, f) in todo {
                 let v = if on_hub {
-                    verify_entry(&folder, &source, &f, threads)?
+                    let p = FileProgress::arc(&progress, f.path.as_str());
+                    verify_entry(&folder, &source, &f, threads, p)?
                 } else {
                     missing_entry(&f)
                 };
@@ -271,7 +297,13 @@ async fn check_stored(
             Ok(())
         })
     };
-    download_and_run(
+    let on_hub = m
+        .files
+        .iter()
+        .filter(|f| remote.contains_key(f.archive.as_str()));
+    let (files, bytes) = run_size(&dl, on_hub);
+    progress.begin(&format!("verify {}", t.repo), files, bytes);
+    let r = download_and_run(
         t.client,
         t.repo,
         t.sha,
@@ -292,7 +324,9 @@ async fn check_stored(
         },
         check,
     )
-    .await?;
+    .await;
+    progress.end();
+    r?;
     let files = std::mem::take(&mut *verdicts.lock().unwrap_or_else(|p| p.into_inner()))
         .into_iter()
         .collect::<Option<Vec<VerifyEntry>>>()
