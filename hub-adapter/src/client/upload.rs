@@ -607,10 +607,22 @@ mod tests {
             let (mut s, _) = l.accept().await.unwrap();
             let mut buf = Vec::new();
             let mut b = [0u8; 4096];
-            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+            let end = loop {
+                if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break i + 4;
+                }
                 let n = s.read(&mut b).await.unwrap();
+                assert!(n > 0, "the connection closed inside the headers");
+                buf.extend_from_slice(&b[..n]);
+            };
+            // The whole body before the answer, as S3 reads it: answering
+            // early would race the client's write of the rest.
+            while buf.len() < end + 100_000 {
+                let n = s.read(&mut b).await.unwrap();
+                assert!(n > 0, "the body ended early");
                 buf.extend_from_slice(&b[..n]);
             }
+            buf.truncate(end);
             s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
                 .await
                 .unwrap();
