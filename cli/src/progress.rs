@@ -5,8 +5,8 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use brevis_core::FileProgress;
 use brevis_core::ProgressSink;
-use brevis_core::progress::FileProgress;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// How the command talks to the user.

@@ -65,9 +65,14 @@ pub use dtype::Dtype;
 pub use encode::{CompressOptions, CompressReport, Encoder, LearnOptions, compress, compress_file};
 pub use error::{DecodeError, EncodeError};
 pub use fsutil::TempFile;
-pub use progress::{NoProgress, ProgressSink};
+pub use progress::{FileProgress, NoProgress, ProgressSink};
 #[cfg(feature = "search")]
 pub use search::Prior;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
 
 /// Internals for the fuzz targets and the integration tests: the language,
 /// its wire form and interpreter, and the archive's framing. Not a stable

@@ -46,6 +46,7 @@ impl Contexts {
         siblings: u32::MAX,
     };
     /// None: order 0 only.
+    #[cfg(test)]
     pub const NONE: Contexts = Contexts {
         previous: false,
         siblings: 0,

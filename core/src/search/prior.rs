@@ -171,7 +171,7 @@ impl Prior {
     /// The context coders worth weighing for a literal in `ctx`: those the
     /// leaf model gives at least [`LEAF_SKIP_P`] (all, with nothing
     /// learned about the context).
-    pub fn leaf_contexts(&self, ctx: &HoleContext) -> Contexts {
+    pub(crate) fn leaf_contexts(&self, ctx: &HoleContext) -> Contexts {
         if self.leaves.is_empty() && self.leaf_backoff.is_empty() {
             return Contexts::ALL;
         }
@@ -209,7 +209,7 @@ impl Prior {
     }
 
     /// Record the codec (any number of states) of a winning program's leaf.
-    pub fn observe_leaf(&mut self, ctx: &HoleContext, codec: Codec) {
+    pub(crate) fn observe_leaf(&mut self, ctx: &HoleContext, codec: Codec) {
         self.leaf_memo = LeafMemo::default();
         let name = codec.fit(0).name();
         for (map, key) in [
@@ -221,7 +221,7 @@ impl Prior {
     }
 
     /// Probability of each production among `choices` in `ctx` (sums to 1).
-    pub fn probabilities(&self, ctx: &HoleContext, choices: &[&str]) -> Vec<f64> {
+    pub(crate) fn probabilities(&self, ctx: &HoleContext, choices: &[&str]) -> Vec<f64> {
         let k = choices.len().max(1) as f64;
         let uniform = vec![1.0 / k; choices.len()];
         let back = smooth(self.backoff.get(&ctx.backoff_key()), choices, &uniform);
@@ -229,7 +229,7 @@ impl Prior {
     }
 
     /// Record the productions of a winning program.
-    pub fn observe(&mut self, ctx: &HoleContext, production: &str) {
+    pub(crate) fn observe(&mut self, ctx: &HoleContext, production: &str) {
         *self
             .full
             .entry(ctx.full_key())
@@ -250,7 +250,7 @@ impl Prior {
     }
 
     /// Parse JSON written by [`Prior::to_json`] of this version or an
-    /// older one ([`OLDEST_PRIOR_VERSION`]..=[`PRIOR_VERSION`]). Any other
+    /// older one (`OLDEST_PRIOR_VERSION`..=`PRIOR_VERSION`). Any other
     /// JSON is an error saying what is wrong: not an object, no `version`
     /// or one this build does not read, or a table of that version missing
     /// (`full` and `backoff`; from version 2 also `leaves` and

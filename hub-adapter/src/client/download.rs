@@ -516,7 +516,7 @@ impl HubClient {
             .iter()
             .enumerate()
             .map(|(i, (path, dst, expect))| {
-                let p = brevis_core::progress::FileProgress::new(progress.clone(), path.clone());
+                let p = brevis_core::FileProgress::new(progress.clone(), path.clone());
                 async move {
                     p.start("download", expect.size.unwrap_or(0));
                     let r = self

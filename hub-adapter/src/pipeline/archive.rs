@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use brevis_core::FileProgress;
 use brevis_core::ProgressSink;
-use brevis_core::progress::FileProgress;
 
 use crate::client::{RepoFile, UploadFile};
 use crate::error::{HubError, Result};

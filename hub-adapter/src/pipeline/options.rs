@@ -128,7 +128,7 @@ pub struct PullOptions {
     /// the source cannot be read at `source` (private, gone, on another Hub,
     /// or `brevis-hub serve`'s view decoded from the mirror itself), on the
     /// mirror's word: off by default, such a pull is refused
-    /// ([`HubError::SourceUnchecked`]) unless it writes a plain folder
+    /// ([`crate::HubError::SourceUnchecked`]) unless it writes a plain folder
     /// (`local_dir`), where nothing is filed under the source's name.
     /// Trusted, an existing ref is still never moved; a missing one is set
     /// where the endpoint says the source's revision is at the commit.

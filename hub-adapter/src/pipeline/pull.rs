@@ -4,8 +4,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use brevis_core::FileProgress;
 use brevis_core::ProgressSink;
-use brevis_core::progress::FileProgress;
 
 use crate::cache::RepoCache;
 use crate::client::{Expect, HubClient, RepoFile};

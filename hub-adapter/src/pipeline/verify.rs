@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use brevis_core::progress::FileProgress;
+use brevis_core::FileProgress;
 use brevis_core::{NoProgress, ProgressSink};
 
 use crate::client::{Expect, HubClient, RepoFile};
