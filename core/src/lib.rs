@@ -8,12 +8,59 @@
 //! tensor's bytes exactly; the decoder is only an interpreter. The programs and
 //! the file's own header live in a `.brv` archive (see `docs/FORMAT.md`).
 //!
+//! # Compress and decompress
+//!
+//! In memory, [`compress`] and [`decompress`]; files, [`compress_file`] and
+//! [`decompress_file`] (a temp file renamed into place once the SHA-256 is
+//! proven); streams, [`Encoder`] (`std::io::Write`) and [`Decoder`]
+//! (`std::io::Read`, one region in memory at a time). Every archive is
+//! decoded and checked against its input before it is returned, unless
+//! [`CompressOptions::verify`] turns that off.
+//!
 //! ```
+//! use brevis_core::{CompressOptions, compress, decompress};
+//!
 //! let data = b"any bytes at all, a safetensors file or not".to_vec();
-//! let archive = brevis_core::compress(&data, &brevis_core::CompressOptions::default()).unwrap();
-//! let back = brevis_core::decompress(&archive).unwrap();
-//! assert_eq!(back, data);
+//! let archive = compress(&data, &CompressOptions::default().threads(1))?;
+//! assert_eq!(decompress(&archive)?, data);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # One tensor, or what is inside
+//!
+//! [`Archive`] opens an archive without decoding it: [`Archive::tensor`]
+//! decodes one tensor by name (only the regions that hold it),
+//! [`Archive::read_range`] any byte range, and [`Archive::segments`] with
+//! [`Archive::describe_program`] say how each part was coded.
+//!
+//! ```
+//! # use brevis_core::{Archive, CompressOptions, compress};
+//! # let data = b"any bytes".repeat(100);
+//! # let archive = compress(&data, &CompressOptions::default())?;
+//! let a = Archive::new(&archive[..])?;
+//! assert_eq!(a.info().original_len, data.len() as u64);
+//! assert_eq!(a.read_range(9, 9)?, b"any bytes");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Options, priors, progress
+//!
+//! [`CompressOptions`] and [`DecompressOptions`] are builders (threads,
+//! search budget, a [`Prior`], a [`ProgressSink`]). A prior learned once
+//! from a sample of a checkpoint's tensors ([`Prior::learn`]) steers the
+//! search for every shard of it; [`Prior::to_json`] saves it. Progress is
+//! reported per file and as a total through [`ProgressSink`]; the crate
+//! draws nothing.
+//!
+//! # Errors
+//!
+//! [`DecodeError`] says what is wrong with an archive: not one
+//! ([`DecodeError::BadMagic`]), cut short or damaged
+//! ([`DecodeError::Damaged`], [`DecodeError::Truncated`]), a region or the
+//! whole file not matching its checksum ([`DecodeError::Checksum`],
+//! [`DecodeError::ShaMismatch`]), a named limit ([`DecodeError::Limit`]).
+//! Hostile archives give an error, never a panic or an allocation past
+//! the limits.
 //!
 //! Features: `search` (default) builds the synthesis search and the prior;
 //! `parallel` (default) uses rayon to work on regions on every core;
