@@ -14,7 +14,9 @@ fi
 # The workspace build turns on brevis-core's `unsafe-fast` (the CLI does):
 # the library's own tests run once more without it (the safe decoders only).
 cargo test -p brevis-core --lib --quiet
-# The decoder alone (no search, no rayon) must build and pass its tests:
+# The decoder alone (no search, no rayon: `parallel` gates it) must build and pass its tests:
 # "decoding never needs" the search, and a library user may turn it off.
 cargo test -p brevis-core --lib --no-default-features --quiet
 cargo build -p brevis-core --lib --no-default-features --features unsafe-fast --quiet
+# Compression without rayon (`parallel` off): everything on the calling thread.
+cargo test -p brevis-core --lib --no-default-features --features search --quiet

@@ -6,11 +6,14 @@ use super::segments::*;
 use super::whole::*;
 use super::*;
 use crate::container::SegmentDesc;
+#[cfg(feature = "parallel")]
 use crate::container::f16_file;
 use crate::dtype::Dtype;
+#[cfg(feature = "parallel")]
 use crate::pool::{Workers, pool};
 
 #[test]
+#[cfg(feature = "parallel")]
 fn compressing_runs_on_one_shared_pool() {
     // A number of threads has one pool for the process.
     let (Workers::Own(a), Workers::Own(b), Workers::Own(c)) = (pool(3), pool(3), pool(2)) else {
