@@ -11,14 +11,14 @@
 //! search also stops when every remaining state is far less likely than the
 //! incumbent's (a confident prior makes most searches one expansion deep).
 
+mod astar;
 pub mod prior;
 pub mod shape;
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
-
 pub use prior::{HoleContext, Prior};
 pub use shape::{Instantiate, Shape, instantiate, instantiate_le_bytes};
+
+use astar::{Best, search_shapes};
 
 use crate::dsl::{MapOp, ScanOp, Split, wire};
 use crate::dtype::Dtype;
@@ -112,32 +112,6 @@ pub fn sample_range(total: u64, row: u64) -> (u64, u64) {
         start -= start % row;
     }
     (start, len)
-}
-
-struct State {
-    cost: f64,
-    seq: u64,
-    shape: Shape,
-}
-
-impl PartialEq for State {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o) == Ordering::Equal
-    }
-}
-impl Eq for State {}
-impl PartialOrd for State {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for State {
-    fn cmp(&self, o: &Self) -> Ordering {
-        // Min-heap on cost, then FIFO on seq (determinism).
-        o.cost
-            .total_cmp(&self.cost)
-            .then_with(|| o.seq.cmp(&self.seq))
-    }
 }
 
 /// Field split of a float dtype into entropy-codable fields (<= 8 bits where
@@ -572,175 +546,6 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
         node: (!cfg.priced).then_some(best.node),
     }
 }
-
-/// The best program judged so far: its size on the sample, its frozen
-/// shape, the shape's cost in bits under the prior, and the program.
-struct Best {
-    size: usize,
-    shape: Shape,
-    cost: f64,
-    node: crate::dsl::Node,
-}
-
-/// What the A* pass leaves for the generic codecs, judged after it.
-struct Found {
-    /// Candidates judged (each takes one of the budget).
-    judged: u32,
-    /// Whether the generic production was reached.
-    generic: bool,
-    /// Whether it was reached where the prior gives zstd on whole words a
-    /// fair chance ([`GENERIC_MAX_BITS`]).
-    generic_likely: bool,
-}
-
-/// A cap on the states the A* may push at a budget: enough that every
-/// production the budget can judge is reached, few enough that a search
-/// stopped by its budget has not grown the heap without end.
-fn max_states(budget: u32) -> usize {
-    BASE_STATES + budget as usize * STATES_PER_JUDGED
-}
-
-/// States the A* may push at any budget: the top's productions and their
-/// first holes' fit in it many times over.
-const BASE_STATES: usize = 64;
-/// States the A* may push per candidate the budget allows judging: each
-/// judged shape is reached through a few partial ones, each pushing a
-/// hole's productions.
-const STATES_PER_JUDGED: usize = 32;
-
-/// The A* frontier: states by cost (ties in push order), with the number
-/// pushed capped.
-struct Frontier {
-    heap: BinaryHeap<State>,
-    seq: u64,
-    pushed: usize,
-    max_states: usize,
-}
-
-impl Frontier {
-    /// A frontier holding the empty shape.
-    fn new(max_states: usize) -> Self {
-        let mut heap = BinaryHeap::new();
-        heap.push(State {
-            cost: 0.0,
-            seq: 0,
-            shape: Shape::Hole,
-        });
-        Frontier {
-            heap,
-            seq: 0,
-            pushed: 1,
-            max_states,
-        }
-    }
-
-    fn full(&self) -> bool {
-        self.pushed >= self.max_states
-    }
-
-    fn push(&mut self, cost: f64, shape: Shape) {
-        self.seq += 1;
-        self.pushed += 1;
-        self.heap.push(State {
-            cost,
-            seq: self.seq,
-            shape,
-        });
-    }
-}
-
-/// The A* over structured shapes: each complete one (but the incumbent
-/// and the generic codecs) is judged by `judge` (its size on the sample,
-/// and its program) and kept in `best` if smaller.
-fn search_shapes(
-    t: &Target<'_>,
-    prior: &Prior,
-    hole: &HoleContext,
-    budget: u32,
-    stop_bits: f64,
-    judge: impl Fn(&Shape) -> (usize, crate::dsl::Node),
-    best: &mut Best,
-) -> Found {
-    let mut found = Found {
-        judged: 0,
-        generic: false,
-        generic_likely: false,
-    };
-    let mut frontier = Frontier::new(max_states(budget));
-    while let Some(st) = frontier.heap.pop() {
-        if found.judged >= budget {
-            break;
-        }
-        if found.judged > 0 && st.cost > best.cost + STOP_BITS {
-            break;
-        }
-        if found.judged > 0 && st.cost > best.cost + stop_bits && st.shape != Shape::Generic {
-            continue;
-        }
-        match first_hole(&st.shape, t.width) {
-            None => {
-                if st.shape == Shape::Lit(None) {
-                    // The incumbent already is this program: judged before
-                    // the search, it takes none of the budget.
-                    continue;
-                }
-                if st.shape == Shape::Generic {
-                    // Judged last, against the best structured program: zstd
-                    // -19 is slow, and -3 screens it against that program.
-                    found.generic = true;
-                    // zstd -19 on whole words, only where the prior gives it
-                    // a fair chance (the byte planes' zstd is cheap).
-                    found.generic_likely |= st.cost <= GENERIC_MAX_BITS;
-                    continue;
-                }
-                let (size, node) = judge(&st.shape);
-                found.judged += 1;
-                if size < best.size {
-                    *best = Best {
-                        size,
-                        shape: st.shape.freeze(&node),
-                        cost: st.cost,
-                        node,
-                    };
-                }
-            }
-            Some(first) => expand(t, prior, hole, &st, first, &mut frontier),
-        }
-    }
-    found
-}
-
-/// Push every production that may fill the first hole of `st` (at
-/// `depth`, under `parent`, of `width` bits), costed by the prior.
-fn expand(
-    t: &Target<'_>,
-    prior: &Prior,
-    hole: &HoleContext,
-    st: &State,
-    (parent, width, depth): (String, u8, usize),
-    frontier: &mut Frontier,
-) {
-    let prods = productions(t, &parent, width, depth);
-    let names: Vec<&str> = prods.iter().map(|p| p.0).collect();
-    // The target's role and size class, worked out once.
-    let ctx = HoleContext {
-        parent,
-        width,
-        ..hole.clone()
-    };
-    let probs = prior.probabilities(&ctx, &names);
-    for ((_, repl), p) in prods.iter().zip(probs) {
-        if frontier.full() {
-            break;
-        }
-        let mut s = st.shape.clone();
-        fill_first(&mut s, repl);
-        frontier.push(st.cost - p.max(MIN_PROBABILITY).log2(), s);
-    }
-}
-
-/// Floor of a production's probability, so its cost in bits stays finite.
-const MIN_PROBABILITY: f64 = 1e-9;
 
 /// Judge the generic codecs, last, against the best structured program:
 /// zstd -19 on whole words (where `likely`), then zstd on byte planes.
