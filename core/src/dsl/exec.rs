@@ -1,6 +1,6 @@
 //! The interpreter: executes a program to exactly its words.
 
-use super::{MapOp, Node, ScanOp, mask};
+use super::{MapOp, Node, ScanOp, Split, mask};
 use crate::entropy::Codec;
 use crate::error::DecodeError;
 
@@ -322,53 +322,17 @@ fn exec_into(
         Node::Map { op, child } => {
             let start = out.len();
             exec_into(child, refs, &[], out)?;
-            let w = child.width();
-            let m = mask(w);
-            let words = &mut out[start..];
-            match op {
-                MapOp::Xor(c) => words.iter_mut().for_each(|x| *x ^= c),
-                MapOp::Add(c) => words.iter_mut().for_each(|x| *x = x.wrapping_add(*c) & m),
-                _ => words.iter_mut().for_each(|x| *x = op.apply(*x, w)),
-            }
+            map_in_place(*op, child.width(), &mut out[start..]);
             Ok(())
         }
         Node::Scan { op, child } => {
             let start = out.len();
             exec_into(child, refs, &[], out)?;
-            let m = mask(child.width());
-            let mut acc = 0u64;
-            for x in &mut out[start..] {
-                acc = match op {
-                    ScanOp::XorDelta => acc ^ *x,
-                    ScanOp::Diff => acc.wrapping_add(*x) & m,
-                };
-                *x = acc;
-            }
+            scan_in_place(*op, child.width(), &mut out[start..]);
             Ok(())
         }
         Node::Merge { split, children } => {
-            let fields = split.fields();
-            let mut streams: Vec<Vec<u64>> = Vec::with_capacity(children.len());
-            for c in children {
-                let mut v = Vec::with_capacity(c.len() as usize);
-                exec_into(c, refs, &streams, &mut v)?;
-                streams.push(v);
-            }
-            let n = node.len() as usize;
-            let start = out.len();
-            out.resize(start + n, 0);
-            let dst = &mut out[start..];
-            let mut shift = split.width();
-            for (s, &f) in streams.iter().zip(&fields) {
-                shift -= f as u32;
-                if s.len() != n {
-                    return Err(DecodeError::corrupt("merge child produced wrong length"));
-                }
-                for (d, &w) in dst.iter_mut().zip(s) {
-                    *d |= w << shift;
-                }
-            }
-            Ok(())
+            merge_into(split, children, node.len() as usize, refs, out)
         }
         Node::Interleave { classes, children } => {
             let streams: Vec<Vec<u64>> = children
@@ -378,6 +342,61 @@ fn exec_into(
             interleave_into(classes, &streams, node.len() as usize, out)
         }
     }
+}
+
+/// A `Map`'s op over its child's words of width `w`.
+fn map_in_place(op: MapOp, w: u8, words: &mut [u64]) {
+    let m = mask(w);
+    match op {
+        MapOp::Xor(c) => words.iter_mut().for_each(|x| *x ^= c),
+        MapOp::Add(c) => words.iter_mut().for_each(|x| *x = x.wrapping_add(c) & m),
+        _ => words.iter_mut().for_each(|x| *x = op.apply(*x, w)),
+    }
+}
+
+/// A `Scan`'s running op over its child's words of width `w`.
+fn scan_in_place(op: ScanOp, w: u8, words: &mut [u64]) {
+    let m = mask(w);
+    let mut acc = 0u64;
+    for x in words {
+        acc = match op {
+            ScanOp::XorDelta => acc ^ *x,
+            ScanOp::Diff => acc.wrapping_add(*x) & m,
+        };
+        *x = acc;
+    }
+}
+
+/// Append a `Merge` of `n` words: its children executed in order (each
+/// with the earlier ones as conditioning siblings), their fields joined.
+fn merge_into(
+    split: &Split,
+    children: &[Node],
+    n: usize,
+    refs: &dyn Resolver,
+    out: &mut Vec<u64>,
+) -> Result<(), DecodeError> {
+    let fields = split.fields();
+    let mut streams: Vec<Vec<u64>> = Vec::with_capacity(children.len());
+    for c in children {
+        let mut v = Vec::with_capacity(c.len() as usize);
+        exec_into(c, refs, &streams, &mut v)?;
+        streams.push(v);
+    }
+    let start = out.len();
+    out.resize(start + n, 0);
+    let dst = &mut out[start..];
+    let mut shift = split.width();
+    for (s, &f) in streams.iter().zip(&fields) {
+        shift -= f as u32;
+        if s.len() != n {
+            return Err(DecodeError::corrupt("merge child produced wrong length"));
+        }
+        for (d, &w) in dst.iter_mut().zip(s) {
+            *d |= w << shift;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

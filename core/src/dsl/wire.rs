@@ -83,23 +83,7 @@ pub fn write_into(node: &Node, out: &mut Vec<u8>) {
         }
         Node::Map { op, child } => {
             out.push(T_MAP);
-            match op {
-                MapOp::Xor(c) => {
-                    out.push(0);
-                    put_varint(out, *c);
-                }
-                MapOp::Add(c) => {
-                    out.push(1);
-                    put_varint(out, *c);
-                }
-                MapOp::Zigzag => out.push(2),
-                MapOp::Gray => out.push(3),
-                MapOp::Rotl(r) => {
-                    out.push(4);
-                    out.push(*r);
-                }
-                MapOp::BitReverse => out.push(5),
-            }
+            write_map_op(op, out);
             write_into(child, out);
         }
         Node::Scan { op, child } => {
@@ -112,25 +96,7 @@ pub fn write_into(node: &Node, out: &mut Vec<u8>) {
         }
         Node::Merge { split, children } => {
             out.push(T_MERGE);
-            match split {
-                Split::Float(d) => {
-                    out.push(0);
-                    out.push(d.wire_id());
-                }
-                Split::Fields(f) => {
-                    out.push(1);
-                    out.push(f.len() as u8);
-                    out.extend_from_slice(f);
-                }
-                Split::BytePlanes(w) => {
-                    out.push(2);
-                    out.push(*w);
-                }
-                Split::BitPlanes(w) => {
-                    out.push(3);
-                    out.push(*w);
-                }
-            }
+            write_split(split, out);
             for c in children {
                 write_into(c, out);
             }
@@ -142,6 +108,48 @@ pub fn write_into(node: &Node, out: &mut Vec<u8>) {
             for c in children {
                 write_into(c, out);
             }
+        }
+    }
+}
+
+fn write_map_op(op: &MapOp, out: &mut Vec<u8>) {
+    match op {
+        MapOp::Xor(c) => {
+            out.push(0);
+            put_varint(out, *c);
+        }
+        MapOp::Add(c) => {
+            out.push(1);
+            put_varint(out, *c);
+        }
+        MapOp::Zigzag => out.push(2),
+        MapOp::Gray => out.push(3),
+        MapOp::Rotl(r) => {
+            out.push(4);
+            out.push(*r);
+        }
+        MapOp::BitReverse => out.push(5),
+    }
+}
+
+fn write_split(split: &Split, out: &mut Vec<u8>) {
+    match split {
+        Split::Float(d) => {
+            out.push(0);
+            out.push(d.wire_id());
+        }
+        Split::Fields(f) => {
+            out.push(1);
+            out.push(f.len() as u8);
+            out.extend_from_slice(f);
+        }
+        Split::BytePlanes(w) => {
+            out.push(2);
+            out.push(*w);
+        }
+        Split::BitPlanes(w) => {
+            out.push(3);
+            out.push(*w);
         }
     }
 }
@@ -266,238 +274,271 @@ impl Reader<'_, '_> {
         }
         let tag = self.r.u8()?;
         let node = match tag {
-            T_LIT => {
-                let width = width_ok(self.r.u8()?)?;
-                let n = count_ok(self.r.varint()?)?;
-                let codec = match self.r.u8()? {
-                    0 => Codec::Raw,
-                    1 => Codec::BitPack,
-                    2 => Codec::Huffman,
-                    3 => Codec::Rans0V1,
-                    4 => Codec::Rans1V1,
-                    id @ (5 | 9 | 12) => {
-                        let sibling = self.r.u8()?;
-                        if merge_index.is_none_or(|i| sibling as usize >= i) {
-                            return Err(DecodeError::corrupt(
-                                "conditional literal must follow its sibling in a Merge",
-                            ));
-                        }
-                        match id {
-                            5 => Codec::RansCondV1 { sibling },
-                            9 => Codec::RansCond { sibling },
-                            _ => Codec::RansCondx32 { sibling },
-                        }
-                    }
-                    6 => Codec::Zstd,
-                    7 => Codec::Rans0,
-                    8 => Codec::Rans1,
-                    10 => Codec::PackedRans0,
-                    11 => Codec::Rans0x32,
-                    13 => Codec::PackedRans0x32,
-                    14 => Codec::Rans1x32,
-                    c => return Err(DecodeError::corrupt(format!("unknown codec {c}"))),
-                };
-                let len = self.r.varint()?;
-                let len = usize::try_from(len)
-                    .ok()
-                    .filter(|&l| l <= self.r.remaining())
-                    .ok_or_else(|| DecodeError::corrupt("literal payload longer than program"))?;
-                let payload = self.r.bytes(len)?.to_vec();
-                Node::Lit {
-                    width,
-                    n,
-                    codec,
-                    payload,
-                }
-            }
-            T_CONST => {
-                let width = width_ok(self.r.u8()?)?;
-                let n = count_ok(self.r.varint()?)?;
-                let word = self.r.varint()?;
-                if word > mask(width) {
-                    return Err(DecodeError::corrupt("constant wider than its type"));
-                }
-                Node::Const { width, n, word }
-            }
-            T_CONCAT => {
-                let width = width_ok(self.r.u8()?)?;
-                let count = self.r.varint()?;
-                if count > MAX_NODES as u64 {
-                    return Err(DecodeError::corrupt("too many parts"));
-                }
-                let mut parts = Vec::new();
-                let mut total = 0u64;
-                for _ in 0..count {
-                    let p = self.node(depth + 1, None)?;
-                    if p.width() != width {
-                        return Err(DecodeError::corrupt("concat part of another width"));
-                    }
-                    total = count_ok(total + p.len())?;
-                    parts.push(p);
-                }
-                Node::Concat { width, parts }
-            }
-            T_REPEAT => {
-                let k = self.r.varint()?;
-                let child = self.node(depth + 1, None)?;
-                let total = k
-                    .checked_mul(child.len())
-                    .filter(|&t| t > 0)
-                    .ok_or_else(|| DecodeError::corrupt("repeat overflows or repeats nothing"))?;
-                count_ok(total)?;
-                Node::Repeat {
-                    k,
-                    child: Box::new(child),
-                }
-            }
-            T_REF => {
-                let width = width_ok(self.r.u8()?)?;
-                let n = count_ok(self.r.varint()?)?;
-                let segment = u32::try_from(self.r.varint()?)
-                    .map_err(|_| DecodeError::corrupt("ref segment out of range"))?;
-                let offset = self.r.varint()?;
-                Node::Ref {
-                    width,
-                    n,
-                    segment,
-                    offset,
-                }
-            }
-            T_MAP => {
-                let op = match self.r.u8()? {
-                    0 => MapOp::Xor(self.r.varint()?),
-                    1 => MapOp::Add(self.r.varint()?),
-                    2 => MapOp::Zigzag,
-                    3 => MapOp::Gray,
-                    4 => MapOp::Rotl(self.r.u8()?),
-                    5 => MapOp::BitReverse,
-                    o => return Err(DecodeError::corrupt(format!("unknown map {o}"))),
-                };
-                let child = self.node(depth + 1, None)?;
-                let w = child.width();
-                match op {
-                    MapOp::Xor(c) | MapOp::Add(c) if c > mask(w) => {
-                        return Err(DecodeError::corrupt("map constant wider than its type"));
-                    }
-                    MapOp::Rotl(r) if r == 0 || r >= w => {
-                        return Err(DecodeError::corrupt("rotation out of range"));
-                    }
-                    _ => {}
-                }
-                Node::Map {
-                    op,
-                    child: Box::new(child),
-                }
-            }
-            T_SCAN => {
-                let op = match self.r.u8()? {
-                    0 => ScanOp::XorDelta,
-                    1 => ScanOp::Diff,
-                    o => return Err(DecodeError::corrupt(format!("unknown scan {o}"))),
-                };
-                let child = self.node(depth + 1, None)?;
-                Node::Scan {
-                    op,
-                    child: Box::new(child),
-                }
-            }
-            T_MERGE => {
-                let split = match self.r.u8()? {
-                    0 => {
-                        let d = Dtype::from_wire_id(self.r.u8()?)
-                            .filter(|d| d.float_layout().is_some())
-                            .ok_or_else(|| DecodeError::corrupt("merge: not a float dtype"))?;
-                        Split::Float(d)
-                    }
-                    1 => {
-                        let c = self.r.u8()? as usize;
-                        let f = self.r.bytes(c)?.to_vec();
-                        if c < 2 || f.contains(&0) {
-                            return Err(DecodeError::corrupt("merge: bad bit fields"));
-                        }
-                        Split::Fields(f)
-                    }
-                    2 => {
-                        let w = width_ok(self.r.u8()?)?;
-                        if w % 8 != 0 || w < 16 {
-                            return Err(DecodeError::corrupt("merge: byte planes of bad width"));
-                        }
-                        Split::BytePlanes(w)
-                    }
-                    3 => {
-                        let w = width_ok(self.r.u8()?)?;
-                        if w < 2 {
-                            return Err(DecodeError::corrupt("merge: bit planes of bad width"));
-                        }
-                        Split::BitPlanes(w)
-                    }
-                    k => return Err(DecodeError::corrupt(format!("unknown split {k}"))),
-                };
-                let fields = split.fields();
-                if fields.iter().map(|&f| f as u32).sum::<u32>() > 64 {
-                    return Err(DecodeError::corrupt("merge: fields wider than 64 bits"));
-                }
-                let mut children = Vec::with_capacity(fields.len());
-                for (i, &f) in fields.iter().enumerate() {
-                    let c = self.node(depth + 1, Some(i))?;
-                    if c.width() != f {
-                        return Err(DecodeError::corrupt("merge child of wrong width"));
-                    }
-                    if let Some(first) = children.first()
-                        && Node::len(first) != c.len()
-                    {
-                        return Err(DecodeError::corrupt("merge children of different lengths"));
-                    }
-                    if let Node::Lit { codec, .. } = &c
-                        && let Some(sibling) = codec.sibling()
-                        && fields[sibling as usize] > 8
-                    {
-                        return Err(DecodeError::corrupt(
-                            "conditioning sibling wider than 8 bits",
-                        ));
-                    }
-                    children.push(c);
-                }
-                Node::Merge { split, children }
-            }
-            T_INTERLEAVE => {
-                let period = self.r.varint()?;
-                if period == 0 || period > MAX_PERIOD {
-                    return Err(DecodeError::corrupt("interleave period out of range"));
-                }
-                let classes = self.r.bytes(period as usize)?.to_vec();
-                // Classes are numbered in order of first appearance: 0, 1, ...
-                let mut k = 0usize;
-                for &c in &classes {
-                    if c as usize > k {
-                        return Err(DecodeError::corrupt("interleave classes out of order"));
-                    }
-                    if c as usize == k {
-                        k += 1;
-                    }
-                }
-                let mut children = Vec::with_capacity(k);
-                for _ in 0..k {
-                    let c = self.node(depth + 1, None)?;
-                    if let Some(first) = children.first()
-                        && Node::width(first) != c.width()
-                    {
-                        return Err(DecodeError::corrupt(
-                            "interleave children of different widths",
-                        ));
-                    }
-                    children.push(c);
-                }
-                let n = count_ok(children.iter().map(Node::len).sum())?;
-                let want = super::deal_counts(n, &classes, k);
-                if children.iter().zip(&want).any(|(c, &w)| c.len() != w) {
-                    return Err(DecodeError::corrupt("interleave children of wrong lengths"));
-                }
-                Node::Interleave { classes, children }
-            }
+            T_LIT => self.lit(merge_index)?,
+            T_CONST => self.constant()?,
+            T_CONCAT => self.concat(depth)?,
+            T_REPEAT => self.repeat(depth)?,
+            T_REF => self.reference()?,
+            T_MAP => self.map(depth)?,
+            T_SCAN => self.scan(depth)?,
+            T_MERGE => self.merge(depth)?,
+            T_INTERLEAVE => self.interleave(depth)?,
             t => return Err(DecodeError::corrupt(format!("unknown node tag {t}"))),
         };
         self.account(node.len())?;
         Ok(node)
     }
+
+    fn lit(&mut self, merge_index: Option<usize>) -> Result<Node, DecodeError> {
+        let width = width_ok(self.r.u8()?)?;
+        let n = count_ok(self.r.varint()?)?;
+        let codec = self.codec(merge_index)?;
+        let len = self.r.varint()?;
+        let len = usize::try_from(len)
+            .ok()
+            .filter(|&l| l <= self.r.remaining())
+            .ok_or_else(|| DecodeError::corrupt("literal payload longer than program"))?;
+        let payload = self.r.bytes(len)?.to_vec();
+        Ok(Node::Lit {
+            width,
+            n,
+            codec,
+            payload,
+        })
+    }
+
+    /// A literal's codec id, and for a conditional codec the sibling it reads.
+    fn codec(&mut self, merge_index: Option<usize>) -> Result<Codec, DecodeError> {
+        Ok(match self.r.u8()? {
+            0 => Codec::Raw,
+            1 => Codec::BitPack,
+            2 => Codec::Huffman,
+            3 => Codec::Rans0V1,
+            4 => Codec::Rans1V1,
+            id @ (5 | 9 | 12) => {
+                let sibling = self.r.u8()?;
+                if merge_index.is_none_or(|i| sibling as usize >= i) {
+                    return Err(DecodeError::corrupt(
+                        "conditional literal must follow its sibling in a Merge",
+                    ));
+                }
+                match id {
+                    5 => Codec::RansCondV1 { sibling },
+                    9 => Codec::RansCond { sibling },
+                    _ => Codec::RansCondx32 { sibling },
+                }
+            }
+            6 => Codec::Zstd,
+            7 => Codec::Rans0,
+            8 => Codec::Rans1,
+            10 => Codec::PackedRans0,
+            11 => Codec::Rans0x32,
+            13 => Codec::PackedRans0x32,
+            14 => Codec::Rans1x32,
+            c => return Err(DecodeError::corrupt(format!("unknown codec {c}"))),
+        })
+    }
+
+    fn constant(&mut self) -> Result<Node, DecodeError> {
+        let width = width_ok(self.r.u8()?)?;
+        let n = count_ok(self.r.varint()?)?;
+        let word = self.r.varint()?;
+        if word > mask(width) {
+            return Err(DecodeError::corrupt("constant wider than its type"));
+        }
+        Ok(Node::Const { width, n, word })
+    }
+
+    fn concat(&mut self, depth: usize) -> Result<Node, DecodeError> {
+        let width = width_ok(self.r.u8()?)?;
+        let count = self.r.varint()?;
+        if count > MAX_NODES as u64 {
+            return Err(DecodeError::corrupt("too many parts"));
+        }
+        let mut parts = Vec::new();
+        let mut total = 0u64;
+        for _ in 0..count {
+            let p = self.node(depth + 1, None)?;
+            if p.width() != width {
+                return Err(DecodeError::corrupt("concat part of another width"));
+            }
+            total = count_ok(total + p.len())?;
+            parts.push(p);
+        }
+        Ok(Node::Concat { width, parts })
+    }
+
+    fn repeat(&mut self, depth: usize) -> Result<Node, DecodeError> {
+        let k = self.r.varint()?;
+        let child = self.node(depth + 1, None)?;
+        let total = k
+            .checked_mul(child.len())
+            .filter(|&t| t > 0)
+            .ok_or_else(|| DecodeError::corrupt("repeat overflows or repeats nothing"))?;
+        count_ok(total)?;
+        Ok(Node::Repeat {
+            k,
+            child: Box::new(child),
+        })
+    }
+
+    fn reference(&mut self) -> Result<Node, DecodeError> {
+        let width = width_ok(self.r.u8()?)?;
+        let n = count_ok(self.r.varint()?)?;
+        let segment = u32::try_from(self.r.varint()?)
+            .map_err(|_| DecodeError::corrupt("ref segment out of range"))?;
+        let offset = self.r.varint()?;
+        Ok(Node::Ref {
+            width,
+            n,
+            segment,
+            offset,
+        })
+    }
+
+    fn map(&mut self, depth: usize) -> Result<Node, DecodeError> {
+        let op = match self.r.u8()? {
+            0 => MapOp::Xor(self.r.varint()?),
+            1 => MapOp::Add(self.r.varint()?),
+            2 => MapOp::Zigzag,
+            3 => MapOp::Gray,
+            4 => MapOp::Rotl(self.r.u8()?),
+            5 => MapOp::BitReverse,
+            o => return Err(DecodeError::corrupt(format!("unknown map {o}"))),
+        };
+        let child = self.node(depth + 1, None)?;
+        let w = child.width();
+        match op {
+            MapOp::Xor(c) | MapOp::Add(c) if c > mask(w) => {
+                return Err(DecodeError::corrupt("map constant wider than its type"));
+            }
+            MapOp::Rotl(r) if r == 0 || r >= w => {
+                return Err(DecodeError::corrupt("rotation out of range"));
+            }
+            _ => {}
+        }
+        Ok(Node::Map {
+            op,
+            child: Box::new(child),
+        })
+    }
+
+    fn scan(&mut self, depth: usize) -> Result<Node, DecodeError> {
+        let op = match self.r.u8()? {
+            0 => ScanOp::XorDelta,
+            1 => ScanOp::Diff,
+            o => return Err(DecodeError::corrupt(format!("unknown scan {o}"))),
+        };
+        let child = self.node(depth + 1, None)?;
+        Ok(Node::Scan {
+            op,
+            child: Box::new(child),
+        })
+    }
+
+    fn merge(&mut self, depth: usize) -> Result<Node, DecodeError> {
+        let split = self.split()?;
+        let fields = split.fields();
+        if fields.iter().map(|&f| f as u32).sum::<u32>() > 64 {
+            return Err(DecodeError::corrupt("merge: fields wider than 64 bits"));
+        }
+        let mut children = Vec::with_capacity(fields.len());
+        for (i, &f) in fields.iter().enumerate() {
+            let c = self.node(depth + 1, Some(i))?;
+            if c.width() != f {
+                return Err(DecodeError::corrupt("merge child of wrong width"));
+            }
+            if let Some(first) = children.first()
+                && Node::len(first) != c.len()
+            {
+                return Err(DecodeError::corrupt("merge children of different lengths"));
+            }
+            if let Node::Lit { codec, .. } = &c
+                && let Some(sibling) = codec.sibling()
+                && fields[sibling as usize] > 8
+            {
+                return Err(DecodeError::corrupt(
+                    "conditioning sibling wider than 8 bits",
+                ));
+            }
+            children.push(c);
+        }
+        Ok(Node::Merge { split, children })
+    }
+
+    fn split(&mut self) -> Result<Split, DecodeError> {
+        Ok(match self.r.u8()? {
+            0 => {
+                let d = Dtype::from_wire_id(self.r.u8()?)
+                    .filter(|d| d.float_layout().is_some())
+                    .ok_or_else(|| DecodeError::corrupt("merge: not a float dtype"))?;
+                Split::Float(d)
+            }
+            1 => {
+                let c = self.r.u8()? as usize;
+                let f = self.r.bytes(c)?.to_vec();
+                if c < 2 || f.contains(&0) {
+                    return Err(DecodeError::corrupt("merge: bad bit fields"));
+                }
+                Split::Fields(f)
+            }
+            2 => {
+                let w = width_ok(self.r.u8()?)?;
+                if w % 8 != 0 || w < 16 {
+                    return Err(DecodeError::corrupt("merge: byte planes of bad width"));
+                }
+                Split::BytePlanes(w)
+            }
+            3 => {
+                let w = width_ok(self.r.u8()?)?;
+                if w < 2 {
+                    return Err(DecodeError::corrupt("merge: bit planes of bad width"));
+                }
+                Split::BitPlanes(w)
+            }
+            k => return Err(DecodeError::corrupt(format!("unknown split {k}"))),
+        })
+    }
+
+    fn interleave(&mut self, depth: usize) -> Result<Node, DecodeError> {
+        let period = self.r.varint()?;
+        if period == 0 || period > MAX_PERIOD {
+            return Err(DecodeError::corrupt("interleave period out of range"));
+        }
+        let classes = self.r.bytes(period as usize)?.to_vec();
+        let k = class_count(&classes)?;
+        let mut children = Vec::with_capacity(k);
+        for _ in 0..k {
+            let c = self.node(depth + 1, None)?;
+            if let Some(first) = children.first()
+                && Node::width(first) != c.width()
+            {
+                return Err(DecodeError::corrupt(
+                    "interleave children of different widths",
+                ));
+            }
+            children.push(c);
+        }
+        let n = count_ok(children.iter().map(Node::len).sum())?;
+        let want = super::deal_counts(n, &classes, k);
+        if children.iter().zip(&want).any(|(c, &w)| c.len() != w) {
+            return Err(DecodeError::corrupt("interleave children of wrong lengths"));
+        }
+        Ok(Node::Interleave { classes, children })
+    }
+}
+
+/// The number of distinct classes, checking they are numbered in order of
+/// first appearance: 0, 1, ...
+fn class_count(classes: &[u8]) -> Result<usize, DecodeError> {
+    let mut k = 0usize;
+    for &c in classes {
+        if c as usize > k {
+            return Err(DecodeError::corrupt("interleave classes out of order"));
+        }
+        if c as usize == k {
+            k += 1;
+        }
+    }
+    Ok(k)
 }

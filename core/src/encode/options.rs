@@ -71,7 +71,7 @@ impl CompressOptions {
     }
     /// Set the words per region (clamped to the format's limit).
     pub fn region_words(mut self, w: u64) -> Self {
-        self.region_words = w.clamp(1024, crate::dsl::MAX_NODE_WORDS);
+        self.region_words = w.clamp(super::regions::MIN_REGION_WORDS, crate::dsl::MAX_NODE_WORDS);
         self
     }
     /// Whether small files are also tried as one whole byte stream.

@@ -55,25 +55,12 @@ pub(super) fn encode_segments<W: Write + Seek>(
     let label = name.display().to_string();
     let len = src.len().map_err(|e| io(&label, e))?;
     let pool = pool(opts.threads);
-    let region_words = region_words.clamp(1024, crate::dsl::MAX_NODE_WORDS);
-
-    // The SHA-256 of the whole file (for the preamble) is taken over the
-    // regions as they are written: they tile the file in order.
-    let mut file_sha = Sha256::new();
-    let mut sha_at = 0u64;
+    let region_words = region_words.clamp(MIN_REGION_WORDS, crate::dsl::MAX_NODE_WORDS);
 
     let dup_of = duplicates(src, &descs, &label)?;
     let alone: Vec<bool> = dup_of.iter().map(Option::is_some).collect();
     let (descs, place) = layout::group_small_tensors(descs, &alone);
-    let mut plans: Vec<Option<Plan>> = (0..descs.len()).map(|_| None).collect();
-    for (i, j) in dup_of.iter().enumerate() {
-        if let Some(j) = j {
-            let (seg, _) = place[i];
-            let (target, at) = place[*j];
-            let wb = descs[target].dtype.word_bytes() as u64;
-            plans[seg] = Some(Plan::Ref(target as u32, at / wb));
-        }
-    }
+    let mut plans = duplicate_plans(&descs, &dup_of, &place);
     let search_start = std::time::Instant::now();
     let (coded, judged, searched_tensors) =
         search_segments(src, &descs, &mut plans, &label, &pool, opts)?;
@@ -82,136 +69,37 @@ pub(super) fn encode_segments<W: Write + Seek>(
     // Pass 2: regions in parallel batches, written in order.
     out.write_all(&[0u8; PREAMBLE_LEN as usize])
         .map_err(|e| io("<output>", e))?;
-    let mut body_pos = PREAMBLE_LEN;
     opts.progress
         .start(&format!("compress {}", file_label(name)), len);
-    let cfg = Instantiate {
+    let geometry = region_geometry(&descs, &plans, region_words);
+    let coder = RegionCoder {
+        src,
+        descs: &descs,
+        plans: &plans,
+        geometry: &geometry,
+        coded: &coded,
+        label: &label,
         zstd_level,
-        ..Instantiate::default()
+        has_tensors: descs.iter().any(|d| d.kind == SegmentKind::Tensor),
     };
-    // The header (and any other bytes) of a tensor file: JSON, which
-    // zstd -19 codes slowly for little gain over HEADER_ZSTD_LEVEL.
-    let has_tensors = descs.iter().any(|d| d.kind == SegmentKind::Tensor);
-    let bytes_cfg = Instantiate {
-        zstd_level: zstd_level.min(HEADER_ZSTD_LEVEL),
-        ..Instantiate::default()
+    let mut writer = RegionWriter {
+        out: &mut *out,
+        descs: &descs,
+        geometry: &geometry,
+        opts,
+        file_sha: Sha256::new(),
+        sha_at: 0,
+        body_pos: PREAMBLE_LEN,
+        regions: vec![Vec::new(); descs.len()],
     };
-    // Region geometry per segment: (words per region, words in all).
-    let geometry: Vec<(u64, u64)> = descs
-        .iter()
-        .zip(&plans)
-        .map(|(d, plan)| {
-            let generic = matches!(
-                plan,
-                Some(Plan::Shape(Shape::Generic | Shape::GenericPlanes))
-            );
-            (
-                segment_region_words(d, region_words, generic),
-                d.len / d.dtype.word_bytes() as u64,
-            )
-        })
-        .collect();
-    // Every region of every segment, batched across segments so that many
-    // small segments still keep every thread busy.
-    let jobs: Vec<(usize, u64)> = geometry
-        .iter()
-        .enumerate()
-        .flat_map(|(si, &(rw, total))| (0..total.div_ceil(rw)).map(move |r| (si, r)))
-        .collect();
-    let mut regions: Vec<Vec<Region>> = vec![Vec::new(); descs.len()];
-    // Code a batch of regions on the pool.
-    let code_batch = |batch: &[(usize, u64)]| -> Vec<Result<CodedRegion, EncodeError>> {
-        pool.install(|| {
-            batch
-                .par_iter()
-                .map(|&(si, r)| {
-                    let d = &descs[si];
-                    let (rw, total) = geometry[si];
-                    let wb = d.dtype.word_bytes() as u64;
-                    let start = r * rw;
-                    let n = rw.min(total - start);
-                    // (A small file read whole lends its bytes: no copy.)
-                    let bytes = read_cow(src, d.offset + start * wb, (n * wb) as usize)
-                        .map_err(|e| io(&label, e))?;
-                    let node = match plans[si].as_ref().expect("every segment has a plan") {
-                        Plan::Ref(j, at) => Node::Ref {
-                            width: d.width(),
-                            n,
-                            segment: *j,
-                            offset: at + start,
-                        },
-                        // A tensor in one region the search coded whole
-                        // (with the default zstd level, which is this one).
-                        Plan::Shape(_)
-                            if rw >= total
-                                && zstd_level == Instantiate::default().zstd_level
-                                && coded[si].is_some() =>
-                        {
-                            coded[si].clone().expect("checked")
-                        }
-                        Plan::Shape(shape) if d.kind == SegmentKind::Bytes && has_tensors => {
-                            code_region(shape, &bytes, d.width(), &bytes_cfg)
-                        }
-                        Plan::Shape(shape) => code_region(shape, &bytes, d.width(), &cfg),
-                    };
-                    let checksum = xxh3(&bytes);
-                    // The source bytes go back to be hashed in order.
-                    Ok((wire::write(&node), checksum, bytes))
-                })
-                .collect()
-        })
-    };
-    // Write a coded batch in order, hashing its source bytes.
-    let mut write_batch = |batch: &[(usize, u64)],
-                           coded: Vec<Result<CodedRegion, EncodeError>>|
-     -> Result<(), EncodeError> {
-        for (&(si, r), c) in batch.iter().zip(coded) {
-            let (body, checksum, bytes) = c?;
-            let d = &descs[si];
-            let wb = d.dtype.word_bytes() as u64;
-            let (rw, total) = geometry[si];
-            let raw_len = rw.min(total - r * rw) * wb;
-            assert_eq!(
-                d.offset + r * rw * wb,
-                sha_at,
-                "regions tile the file in order"
-            );
-            file_sha.update(&bytes);
-            sha_at += raw_len;
-            out.write_all(&body).map_err(|e| io("<output>", e))?;
-            regions[si].push(Region {
-                body_offset: body_pos,
-                body_len: body.len() as u64,
-                checksum,
-            });
-            body_pos += body.len() as u64;
-            opts.progress.advance(raw_len);
-        }
-        Ok(())
-    };
-    // With two threads or more, batch n is written (and hashed) on this
-    // thread while the pool codes batch n + 1.
-    let overlap = pool.current_num_threads() >= 2;
-    let mut pending: Option<CodedBatch<'_, '_>> = None;
-    for batch in jobs.chunks(pool.current_num_threads() * 4) {
-        if !overlap {
-            write_batch(batch, code_batch(batch))?;
-            continue;
-        }
-        let mut next = None;
-        let mut written = Ok(());
-        pool.in_place_scope(|scope| {
-            scope.spawn(|_| next = Some(code_batch(batch)));
-            if let Some((b, c)) = pending.take() {
-                written = write_batch(b, c);
-            }
-        });
-        written?;
-        pending = Some((batch, next.expect("the scope ran the batch")));
-    }
-    if let Some((b, c)) = pending.take() {
-        write_batch(b, c)?;
-    }
+    code_and_write(&pool, &coder, &mut writer)?;
+    let RegionWriter {
+        file_sha,
+        sha_at,
+        body_pos,
+        regions,
+        ..
+    } = writer;
     let segments: Vec<Segment> = descs
         .iter()
         .zip(regions)
@@ -225,7 +113,237 @@ pub(super) fn encode_segments<W: Write + Seek>(
     opts.progress.finish();
     assert_eq!(sha_at, len, "regions tile the file");
     let sha256: [u8; 32] = file_sha.finalize().into();
-    let table = pack_table(&write_table(&segments));
+    let table_len = finish_archive(out, &segments, len, sha256, body_pos)?;
+    Ok(CompressReport {
+        original_len: len,
+        archive_len: body_pos + table_len,
+        sha256,
+        searched_tensors,
+        judged,
+        search_seconds,
+    })
+}
+
+/// Fewest words in a region: fewer would spend more on each region's
+/// program header and table entry than coding it apart can gain.
+pub(super) const MIN_REGION_WORDS: u64 = 1024;
+
+/// A plan for each segment in the grouped layout: a `Ref` for each
+/// duplicate of an earlier tensor, `None` (for the search) for the rest.
+fn duplicate_plans(
+    descs: &[SegmentDesc],
+    dup_of: &[Option<usize>],
+    place: &[(usize, u64)],
+) -> Vec<Option<Plan>> {
+    let mut plans: Vec<Option<Plan>> = (0..descs.len()).map(|_| None).collect();
+    for (i, j) in dup_of.iter().enumerate() {
+        if let Some(j) = j {
+            let (seg, _) = place[i];
+            let (target, at) = place[*j];
+            let wb = descs[target].dtype.word_bytes() as u64;
+            plans[seg] = Some(Plan::Ref(target as u32, at / wb));
+        }
+    }
+    plans
+}
+
+/// Region geometry per segment: (words per region, words in all).
+fn region_geometry(
+    descs: &[SegmentDesc],
+    plans: &[Option<Plan>],
+    region_words: u64,
+) -> Vec<(u64, u64)> {
+    descs
+        .iter()
+        .zip(plans)
+        .map(|(d, plan)| {
+            let generic = matches!(
+                plan,
+                Some(Plan::Shape(Shape::Generic | Shape::GenericPlanes))
+            );
+            (
+                segment_region_words(d, region_words, generic),
+                d.len / d.dtype.word_bytes() as u64,
+            )
+        })
+        .collect()
+}
+
+/// What coding a region needs, shared by the pool's threads.
+struct RegionCoder<'a, 's> {
+    src: &'s dyn ReadAt,
+    descs: &'a [SegmentDesc],
+    plans: &'a [Option<Plan>],
+    geometry: &'a [(u64, u64)],
+    /// Programs the search coded whole, per segment.
+    coded: &'a [Option<Node>],
+    label: &'a str,
+    zstd_level: i32,
+    /// Whether the file holds tensors (so its other bytes are a header).
+    has_tensors: bool,
+}
+
+impl<'s> RegionCoder<'_, 's> {
+    /// Every region of every segment, batched across segments so that many
+    /// small segments still keep every thread busy.
+    fn jobs(&self) -> Vec<(usize, u64)> {
+        self.geometry
+            .iter()
+            .enumerate()
+            .flat_map(|(si, &(rw, total))| (0..total.div_ceil(rw)).map(move |r| (si, r)))
+            .collect()
+    }
+
+    /// Code a batch of regions on the pool.
+    fn code_batch(
+        &self,
+        pool: &crate::pool::Workers,
+        batch: &[(usize, u64)],
+    ) -> Vec<Result<CodedRegion<'s>, EncodeError>> {
+        pool.install(|| batch.par_iter().map(|&(si, r)| self.code(si, r)).collect())
+    }
+
+    /// Code region `r` of segment `si`.
+    fn code(&self, si: usize, r: u64) -> Result<CodedRegion<'s>, EncodeError> {
+        let cfg = Instantiate {
+            zstd_level: self.zstd_level,
+            ..Instantiate::default()
+        };
+        // The header (and any other bytes) of a tensor file: JSON, which
+        // zstd -19 codes slowly for little gain over HEADER_ZSTD_LEVEL.
+        let bytes_cfg = Instantiate {
+            zstd_level: self.zstd_level.min(HEADER_ZSTD_LEVEL),
+            ..Instantiate::default()
+        };
+        let d = &self.descs[si];
+        let (rw, total) = self.geometry[si];
+        let wb = d.dtype.word_bytes() as u64;
+        let start = r * rw;
+        let n = rw.min(total - start);
+        // (A small file read whole lends its bytes: no copy.)
+        let bytes = read_cow(self.src, d.offset + start * wb, (n * wb) as usize)
+            .map_err(|e| io(self.label, e))?;
+        let coded = &self.coded[si];
+        let node = match self.plans[si].as_ref().expect("every segment has a plan") {
+            Plan::Ref(j, at) => Node::Ref {
+                width: d.width(),
+                n,
+                segment: *j,
+                offset: at + start,
+            },
+            // A tensor in one region the search coded whole
+            // (with the default zstd level, which is this one).
+            Plan::Shape(_)
+                if rw >= total
+                    && self.zstd_level == Instantiate::default().zstd_level
+                    && coded.is_some() =>
+            {
+                coded.clone().expect("checked")
+            }
+            Plan::Shape(shape) if d.kind == SegmentKind::Bytes && self.has_tensors => {
+                code_region(shape, &bytes, d.width(), &bytes_cfg)
+            }
+            Plan::Shape(shape) => code_region(shape, &bytes, d.width(), &cfg),
+        };
+        let checksum = xxh3(&bytes);
+        // The source bytes go back to be hashed in order.
+        Ok((wire::write(&node), checksum, bytes))
+    }
+}
+
+/// Writes coded regions in order, hashing their source bytes.
+struct RegionWriter<'a, W> {
+    out: &'a mut W,
+    descs: &'a [SegmentDesc],
+    geometry: &'a [(u64, u64)],
+    opts: &'a CompressOptions,
+    /// The SHA-256 of the whole file (for the preamble), taken over the
+    /// regions as they are written: they tile the file in order.
+    file_sha: Sha256,
+    /// How many bytes of the file `file_sha` has seen.
+    sha_at: u64,
+    /// Where the next region's body goes in the archive.
+    body_pos: u64,
+    /// Each segment's regions written so far.
+    regions: Vec<Vec<Region>>,
+}
+
+impl<W: Write> RegionWriter<'_, W> {
+    /// Write a coded batch in order, hashing its source bytes.
+    fn write_batch(
+        &mut self,
+        batch: &[(usize, u64)],
+        coded: Vec<Result<CodedRegion, EncodeError>>,
+    ) -> Result<(), EncodeError> {
+        for (&(si, r), c) in batch.iter().zip(coded) {
+            let (body, checksum, bytes) = c?;
+            let d = &self.descs[si];
+            let wb = d.dtype.word_bytes() as u64;
+            let (rw, total) = self.geometry[si];
+            let raw_len = rw.min(total - r * rw) * wb;
+            assert_eq!(
+                d.offset + r * rw * wb,
+                self.sha_at,
+                "regions tile the file in order"
+            );
+            self.file_sha.update(&bytes);
+            self.sha_at += raw_len;
+            self.out.write_all(&body).map_err(|e| io("<output>", e))?;
+            self.regions[si].push(Region {
+                body_offset: self.body_pos,
+                body_len: body.len() as u64,
+                checksum,
+            });
+            self.body_pos += body.len() as u64;
+            self.opts.progress.advance(raw_len);
+        }
+        Ok(())
+    }
+}
+
+/// Code every region on the pool and write them in order. With two
+/// threads or more, batch n is written (and hashed) on this thread while
+/// the pool codes batch n + 1.
+fn code_and_write<W: Write>(
+    pool: &crate::pool::Workers,
+    coder: &RegionCoder<'_, '_>,
+    writer: &mut RegionWriter<'_, W>,
+) -> Result<(), EncodeError> {
+    let jobs = coder.jobs();
+    let overlap = pool.current_num_threads() >= 2;
+    let mut pending: Option<CodedBatch<'_, '_>> = None;
+    for batch in jobs.chunks(pool.current_num_threads() * 4) {
+        if !overlap {
+            writer.write_batch(batch, coder.code_batch(pool, batch))?;
+            continue;
+        }
+        let mut next = None;
+        let mut written = Ok(());
+        pool.in_place_scope(|scope| {
+            scope.spawn(|_| next = Some(coder.code_batch(pool, batch)));
+            if let Some((b, c)) = pending.take() {
+                written = writer.write_batch(b, c);
+            }
+        });
+        written?;
+        pending = Some((batch, next.expect("the scope ran the batch")));
+    }
+    if let Some((b, c)) = pending.take() {
+        writer.write_batch(b, c)?;
+    }
+    Ok(())
+}
+
+/// Write the segment table after the bodies, then the preamble over the
+/// placeholder at the start; the length of the table.
+fn finish_archive<W: Write + Seek>(
+    out: &mut W,
+    segments: &[Segment],
+    len: u64,
+    sha256: [u8; 32],
+    body_pos: u64,
+) -> Result<u64, EncodeError> {
+    let table = pack_table(&write_table(segments));
     out.write_all(&table).map_err(|e| io("<output>", e))?;
     let pre = Preamble {
         version: crate::FORMAT_VERSION,
@@ -239,14 +357,7 @@ pub(super) fn encode_segments<W: Write + Seek>(
         .map_err(|e| io("<output>", e))?;
     out.write_all(&pre.write()).map_err(|e| io("<output>", e))?;
     out.seek(SeekFrom::End(0)).map_err(|e| io("<output>", e))?;
-    Ok(CompressReport {
-        original_len: len,
-        archive_len: body_pos + table.len() as u64,
-        sha256,
-        searched_tensors,
-        judged,
-        search_seconds,
-    })
+    Ok(table.len() as u64)
 }
 
 /// The search's shape for every segment without a plan (duplicates have

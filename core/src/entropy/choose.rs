@@ -179,10 +179,20 @@ pub fn symbols(codec: Codec, n: usize, width: u8) -> usize {
 /// symbols that bears `overhead` of its region's tables: in a sample of a
 /// longer region, the region's threshold in the sample's proportion.
 pub(super) fn min_ctx_count(n: usize, overhead: f64) -> usize {
-    let overhead = overhead.clamp(1e-6, 1.0);
+    let overhead = overhead.clamp(MIN_OVERHEAD, 1.0);
     let region = (n as f64 / overhead) as usize;
-    ((region / 512).max(512) as f64 * overhead).round() as usize
+    ((region / CTX_COUNT_DIV).max(MIN_CTX_COUNT) as f64 * overhead).round() as usize
 }
+
+/// Floor of a sample's share of its region, so the region's length stays
+/// finite.
+const MIN_OVERHEAD: f64 = 1e-6;
+/// A context needs 1/this of its region's symbols for a table of its own
+/// (rarer ones share the fallback table: a table of their own would cost
+/// more than their sharper counts save).
+const CTX_COUNT_DIV: usize = 512;
+/// Fewest symbols a context needs for a table of its own, in any region.
+const MIN_CTX_COUNT: usize = 512;
 
 /// Words a literal needs for the chooser to weigh context coders (their
 /// tables need many words to pay).
@@ -223,6 +233,18 @@ pub fn cost(codec: Codec, bytes: usize, n: usize, width: u8) -> f64 {
 /// pay for the encodes.
 pub(super) const ORDER0_ENCODE_MARGIN: f64 = 1.005;
 
+/// Fewest words an entropy coder (Huffman, rANS) is weighed on: a shorter
+/// stream cannot pay for its table.
+pub(super) const MIN_ENTROPY_WORDS: usize = 16;
+/// Widest words packed several to a byte for packed rANS: a byte then
+/// holds at least two of them.
+pub(super) const PACKED_MAX_WIDTH: u8 = 4;
+/// Fewest words packed rANS is weighed on: a shorter stream is mostly
+/// table.
+pub(super) const MIN_PACKED_WORDS: usize = 64;
+/// Fewest words zstd is weighed on: a shorter stream is mostly frame.
+pub(super) const MIN_ZSTD_WORDS: usize = 64;
+
 /// Encode `words` of `width` bits with the cheapest codec (see [`cost`]).
 pub fn encode_best<W: Word>(
     words: &[W],
@@ -236,106 +258,36 @@ pub fn encode_best<W: Word>(
     let raw_size = n * bytes_per_word(width);
     let pack_size = 1 + (n * k as usize).div_ceil(8);
     // Candidates are ranked by cost: bytes plus SYMBOL_COST per entropy-coded symbol.
-    let mut best: (Codec, f64, Option<Vec<u8>>) = if pack_size < raw_size {
-        (Codec::BitPack, pack_size as f64, None)
+    let (codec, cost) = if pack_size < raw_size {
+        (Codec::BitPack, pack_size as f64)
     } else {
-        (Codec::Raw, raw_size as f64, None)
+        (Codec::Raw, raw_size as f64)
     };
-    let consider = |c: Codec, p: Vec<u8>, best: &mut (Codec, f64, Option<Vec<u8>>)| {
-        let cost = cost(c, p.len(), n, width);
-        if cost < best.1 {
-            *best = (c, cost, Some(p));
-        }
-    };
-    let try_rans = |c: Codec,
-                    syms: &[u8],
-                    ctx: Context<'_>,
-                    counts: &rans::Counts,
-                    min_ctx: usize,
-                    margin: f64,
-                    best: &mut (Codec, f64, Option<Vec<u8>>)| {
-        let c = c.fit(syms.len());
-        if let Some(p) = rans_if_cheaper(c, syms, ctx, counts, min_ctx, best.1 * margin) {
-            consider(c, p, best);
-        }
+    let mut best = Cheapest {
+        codec,
+        cost,
+        payload: None,
+        n,
+        width,
     };
     // The order-0 counts, for Huffman's encoder if it wins.
     let mut order0 = None;
-    if max < 256 && n >= 16 {
+    if max < 256 && n >= MIN_ENTROPY_WORDS {
         // Huffman's size is exact from its code lengths; rANS is encoded
         // only when its estimate is competitive. Only winners are encoded.
         let syms = to_bytes(words);
         let counts0 = order0.insert(order0_counts(&syms, k, siblings));
-        // Huffman's size from its code lengths, unless a bound from the
-        // counts shows it can neither win nor come under NEAR_RAW (the
-        // decisions below are then those its exact size makes).
-        let symbols = symbol_cost(Codec::Huffman, n, width);
-        let floor = best.1.max(raw_size as f64 * NEAR_RAW) - symbols;
-        let huff = huffman::price_or_bound(counts0.order0(), 1.0, floor) + symbols;
-        // As price_best decides: see NEAR_RAW.
-        let near_raw = huff >= raw_size as f64 * NEAR_RAW;
-        if huff < best.1 {
-            best = (Codec::Huffman, huff, None);
-        }
-        try_rans(
-            Codec::Rans0,
-            &syms,
-            Context::None,
-            counts0,
-            0,
-            ORDER0_ENCODE_MARGIN,
-            &mut best,
-        );
-        if width <= 4 && n >= 64 {
-            let packed = pack_bits(words, width as u32);
-            let counts = rans::count(&packed, &Context::None);
-            try_rans(
-                Codec::PackedRans0,
-                &packed,
-                Context::None,
-                &counts,
-                0,
-                ORDER0_ENCODE_MARGIN,
-                &mut best,
-            );
-        }
-        // Context coders need many words to pay for their tables.
-        if opts.contexts.any() && n >= CONTEXT_MIN_WORDS && !near_raw {
-            let min_ctx = min_ctx_count(n, 1.0);
-            if opts.contexts.previous {
-                let ctx = Context::Previous;
-                let counts =
-                    rans_count_known(Codec::Rans1.fit(n), &syms, &ctx, Some(counts0.order0()));
-                try_rans(Codec::Rans1, &syms, ctx, &counts, min_ctx, 0.995, &mut best);
-            }
-            for s in siblings {
-                if s.width > 8 || s.words.len() != n || !opts.contexts.sibling(s.index) {
-                    continue;
-                }
-                let sib = to_bytes(s.words);
-                let ctx = Context::Sibling(&sib);
-                let counted;
-                let counts = match s.counts {
-                    Some(known) => known,
-                    None => {
-                        counted = rans::count(&syms, &ctx);
-                        &counted
-                    }
-                };
-                let c = Codec::RansCond { sibling: s.index };
-                try_rans(c, &syms, ctx, counts, min_ctx, 0.995, &mut best);
-            }
-        }
+        try_entropy_coders(words, &syms, siblings, opts, counts0, &mut best);
     }
     if let Some(level) = opts.zstd_level
-        && n >= 64
+        && n >= MIN_ZSTD_WORDS
     {
         let raw = raw_bytes(words, width);
         if let Ok(z) = zstd_compress(&raw, level) {
-            consider(Codec::Zstd, z, &mut best);
+            best.consider(Codec::Zstd, z);
         }
     }
-    let (codec, _, payload) = best;
+    let Cheapest { codec, payload, .. } = best;
     let payload = payload.unwrap_or_else(|| match (codec, &order0) {
         (Codec::BitPack, _) => bitpack(words, k),
         (Codec::Huffman, Some(c)) => huffman::encode_counted(words, c.order0()),
@@ -343,6 +295,131 @@ pub fn encode_best<W: Word>(
         _ => raw_bytes(words, width),
     });
     (codec, payload)
+}
+
+/// The cheapest codec [`encode_best`] has weighed on `n` words of `width`
+/// bits, its cost, and its payload if it was encoded.
+struct Cheapest {
+    codec: Codec,
+    cost: f64,
+    payload: Option<Vec<u8>>,
+    n: usize,
+    width: u8,
+}
+
+impl Cheapest {
+    /// Keep codec `c`'s payload `p` if it costs less.
+    fn consider(&mut self, c: Codec, p: Vec<u8>) {
+        let cost = cost(c, p.len(), self.n, self.width);
+        if cost < self.cost {
+            (self.codec, self.cost, self.payload) = (c, cost, Some(p));
+        }
+    }
+
+    /// Encode `syms` in rANS codec `c` (fitted to their length) if its
+    /// estimate is under `margin` times the cheapest cost, and keep it if
+    /// it costs less.
+    fn try_rans(
+        &mut self,
+        c: Codec,
+        syms: &[u8],
+        ctx: Context<'_>,
+        counts: &rans::Counts,
+        min_ctx: usize,
+        margin: f64,
+    ) {
+        let c = c.fit(syms.len());
+        if let Some(p) = rans_if_cheaper(c, syms, ctx, counts, min_ctx, self.cost * margin) {
+            self.consider(c, p);
+        }
+    }
+}
+
+/// [`encode_best`]'s entropy coders on words below 256 (`syms` as bytes,
+/// `counts0` their order-0 counts): Huffman priced exactly, order-0 and
+/// packed rANS, then the context coders where they may pay.
+fn try_entropy_coders<W: Word>(
+    words: &[W],
+    syms: &[u8],
+    siblings: &[Sibling<'_, W>],
+    opts: &LitOptions,
+    counts0: &rans::Counts,
+    best: &mut Cheapest,
+) {
+    let (n, width) = (words.len(), best.width);
+    let raw_size = n * bytes_per_word(width);
+    // Huffman's size from its code lengths, unless a bound from the
+    // counts shows it can neither win nor come under NEAR_RAW (the
+    // decisions below are then those its exact size makes).
+    let symbols = symbol_cost(Codec::Huffman, n, width);
+    let floor = best.cost.max(raw_size as f64 * NEAR_RAW) - symbols;
+    let huff = huffman::price_or_bound(counts0.order0(), 1.0, floor) + symbols;
+    // As price_best decides: see NEAR_RAW.
+    let near_raw = huff >= raw_size as f64 * NEAR_RAW;
+    if huff < best.cost {
+        (best.codec, best.cost, best.payload) = (Codec::Huffman, huff, None);
+    }
+    best.try_rans(
+        Codec::Rans0,
+        syms,
+        Context::None,
+        counts0,
+        0,
+        ORDER0_ENCODE_MARGIN,
+    );
+    if width <= PACKED_MAX_WIDTH && n >= MIN_PACKED_WORDS {
+        let packed = pack_bits(words, width as u32);
+        let counts = rans::count(&packed, &Context::None);
+        best.try_rans(
+            Codec::PackedRans0,
+            &packed,
+            Context::None,
+            &counts,
+            0,
+            ORDER0_ENCODE_MARGIN,
+        );
+    }
+    // Context coders need many words to pay for their tables.
+    if opts.contexts.any() && n >= CONTEXT_MIN_WORDS && !near_raw {
+        try_context_coders(syms, siblings, opts, counts0, best);
+    }
+}
+
+/// [`encode_best`]'s context coders: order 1 and each sibling allowed,
+/// each encoded only if its estimate beats the cheapest by
+/// [`CONTEXT_MARGIN`].
+fn try_context_coders<W: Word>(
+    syms: &[u8],
+    siblings: &[Sibling<'_, W>],
+    opts: &LitOptions,
+    counts0: &rans::Counts,
+    best: &mut Cheapest,
+) {
+    let n = syms.len();
+    let min_ctx = min_ctx_count(n, 1.0);
+    let margin = 1.0 - CONTEXT_MARGIN;
+    if opts.contexts.previous {
+        let ctx = Context::Previous;
+        let counts = rans_count_known(Codec::Rans1.fit(n), syms, &ctx, Some(counts0.order0()));
+        best.try_rans(Codec::Rans1, syms, ctx, &counts, min_ctx, margin);
+    }
+    for s in siblings {
+        if s.width > 8 || s.words.len() != n || !opts.contexts.sibling(s.index) {
+            continue;
+        }
+        let sib = to_bytes(s.words);
+        let ctx = Context::Sibling(&sib);
+        let counted;
+        let counts = match s.counts {
+            Some(known) => known,
+            None => {
+                counted = rans::count(syms, &ctx);
+                &counted
+            }
+        };
+        let c = Codec::RansCond { sibling: s.index };
+        best.try_rans(c, syms, ctx, counts, min_ctx, margin);
+    }
 }
 
 /// Encode with one given codec (for tests).

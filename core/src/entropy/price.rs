@@ -313,8 +313,13 @@ pub fn encode_cheapest<'a, W: Word>(
     width: u8,
     siblings: &'a [Sibling<'a, W>],
 ) -> (Codec, Vec<u8>) {
-    Priced::new(codecs, words, width, siblings, 19, false, 1.0).encode()
+    Priced::new(codecs, words, width, siblings, ZSTD_LEVEL, false, 1.0).encode()
 }
+
+/// zstd level of a zstd candidate where none is given: the writer's
+/// default, where zstd's deeper parse pays for its time on the few
+/// streams it wins.
+const ZSTD_LEVEL: i32 = 19;
 
 /// The codec [`encode_best`] would consider cheapest, and its price in
 /// bytes, from counts alone: nothing is encoded but zstd. For the search
@@ -331,7 +336,7 @@ pub fn price_best<'a, W: Word>(
         words,
         width,
         siblings,
-        opts.zstd_level.unwrap_or(19),
+        opts.zstd_level.unwrap_or(ZSTD_LEVEL),
         true,
         opts.overhead,
     );
@@ -360,9 +365,9 @@ pub(super) fn best_candidates<W: Word>(
     let n = words.len();
     let max = or_all(words);
     let mut v = vec![flat_codec(n, max, width)];
-    if max < 256 && n >= 16 {
+    if max < 256 && n >= MIN_ENTROPY_WORDS {
         v.extend([Codec::Huffman, Codec::Rans0.fit(n)]);
-        if width <= 4 && n >= 64 {
+        if width <= PACKED_MAX_WIDTH && n >= MIN_PACKED_WORDS {
             v.push(Codec::PackedRans0.fit(symbols(Codec::PackedRans0, n, width)));
         }
         if n >= CONTEXT_MIN_WORDS {
@@ -376,7 +381,7 @@ pub(super) fn best_candidates<W: Word>(
             }
         }
     }
-    if opts.zstd_level.is_some() && n >= 64 {
+    if opts.zstd_level.is_some() && n >= MIN_ZSTD_WORDS {
         v.push(Codec::Zstd);
     }
     v
@@ -400,6 +405,15 @@ pub(super) const NEAR_RAW: f64 = 0.95;
 /// its tables are estimated less well, and on a sample.
 pub(super) const CONTEXT_MARGIN: f64 = 0.005;
 
+/// Streams shorter than this are counted whole, not screened: counting
+/// them costs little more than the screen.
+const SCREEN_MIN_SYMBOLS: usize = 1 << 15;
+/// The screen counts every this-many-th symbol.
+const SCREEN_STRIDE: usize = 8;
+/// Standard errors the screen takes off the sample's entropy, so that it
+/// errs optimistic: a codec it rules out would almost surely have lost.
+const SCREEN_STD_ERRORS: f64 = 3.0;
+
 /// An optimistic price of `syms` in order-0 rANS `codec`, from every 8th
 /// symbol: the sample's entropy per symbol less three standard errors (the
 /// variance of a symbol's information over the sample's size), its table
@@ -416,14 +430,14 @@ pub(super) fn screen(
     margin: bool,
     overhead: f64,
 ) -> f64 {
-    if syms.len() < 1 << 15 {
+    if syms.len() < SCREEN_MIN_SYMBOLS {
         return 0.0;
     }
     let mut sample = [0u32; 256];
-    for &b in syms.iter().step_by(8) {
+    for &b in syms.iter().step_by(SCREEN_STRIDE) {
         sample[b as usize] += 1;
     }
-    let m = syms.len().div_ceil(8) as f64;
+    let m = syms.len().div_ceil(SCREEN_STRIDE) as f64;
     let (mut h, mut h2) = (0.0, 0.0);
     for &c in &sample {
         if c > 0 {
@@ -434,7 +448,7 @@ pub(super) fn screen(
         }
     }
     let se = ((h2 - h * h).max(0.0) / m).sqrt();
-    let bits = (h - 3.0 * se).max(0.0) * syms.len() as f64;
+    let bits = (h - SCREEN_STD_ERRORS * se).max(0.0) * syms.len() as f64;
     let fixed = table::estimate_table_bytes(&sample) + 4.0 * (lanes(codec) - rans::LANES) as f64;
     rans::stream_bytes(bits, fixed * overhead, margin) + symbol_cost(codec, n, width)
 }

@@ -16,6 +16,8 @@
 //! run time. Otherwise [`decode`] takes no rounds and the scalar decoder
 //! does all the work.
 
+// One file past 800 lines: the AVX-512 and AVX2 kernels share `x86`'s helpers and SAFETY rules.
+
 use super::rans::{EncSym, Model};
 
 const _: () = assert!(std::mem::size_of::<EncSym>() == 16);
@@ -265,6 +267,7 @@ mod x86 {
     }
 
     /// The loop of [`encode`].
+    // Kept whole: one hot loop, its vector states kept in registers across rounds.
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     unsafe fn run_enc(
@@ -638,6 +641,7 @@ mod x86 {
     };
 
     /// [`run`] with AVX2: four vectors of 8 lanes, the same memory accesses.
+    // Kept whole: one hot loop, its vector states kept in registers across rounds.
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2")]
     unsafe fn run_avx2(
@@ -758,6 +762,7 @@ mod x86 {
     /// `j*32..j*32+32` for `j < rounds <= out.len() / 32` (order 1 writes
     /// with bounds-checked indexing); and `data[p..p+64]` only while
     /// `p + 64 <= data.len()` (checked here).
+    // Kept whole: one hot loop, its vector states kept in registers across rounds.
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f")]
     unsafe fn run(

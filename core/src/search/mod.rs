@@ -11,14 +11,14 @@
 //! search also stops when every remaining state is far less likely than the
 //! incumbent's (a confident prior makes most searches one expansion deep).
 
+mod astar;
 pub mod prior;
 pub mod shape;
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
-
 pub use prior::{HoleContext, Prior};
 pub use shape::{Instantiate, Shape, instantiate, instantiate_le_bytes};
+
+use astar::{Best, search_shapes};
 
 use crate::dsl::{MapOp, ScanOp, Split, wire};
 use crate::dtype::Dtype;
@@ -27,9 +27,9 @@ use crate::dtype::Dtype;
 /// coded exactly, and the winner is what is written. Larger tensors are
 /// priced on a sample and coded once, not once per candidate.
 pub const WHOLE_WORDS: u64 = 1 << 15;
-/// Words of a larger tensor the search prices candidates on. (Against
-/// 64K-word samples: half the search time, the same archives within
-/// 0.003% on the six models.)
+/// Words of a larger tensor the search prices candidates on: twice as
+/// many take twice the search time for archives the same within a few
+/// bytes in a hundred thousand.
 pub const SAMPLE_WORDS: u64 = 1 << 15;
 /// A row longer than the sample but at most this long is sampled whole
 /// (quant blocks stay in phase, and a row is one unit of the data).
@@ -116,32 +116,6 @@ pub fn sample_range(total: u64, row: u64) -> (u64, u64) {
     (start, len)
 }
 
-struct State {
-    cost: f64,
-    seq: u64,
-    shape: Shape,
-}
-
-impl PartialEq for State {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o) == Ordering::Equal
-    }
-}
-impl Eq for State {}
-impl PartialOrd for State {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for State {
-    fn cmp(&self, o: &Self) -> Ordering {
-        // Min-heap on cost, then FIFO on seq (determinism).
-        o.cost
-            .total_cmp(&self.cost)
-            .then_with(|| o.seq.cmp(&self.seq))
-    }
-}
-
 /// Field split of a float dtype into entropy-codable fields (<= 8 bits where
 /// possible), sign / exponent / mantissa first.
 pub fn float_split(d: Dtype) -> Option<Split> {
@@ -196,6 +170,19 @@ fn is_float(d: Dtype) -> bool {
     d.float_layout().is_some()
 }
 
+/// Deepest hole a production other than a literal may fill: the shapes
+/// that win nest a few ops (a split, a scan, a map), and every level
+/// deeper multiplies the states the search may push.
+const MAX_SHAPE_DEPTH: usize = 3;
+/// Smallest tensor (in bytes) the generic codec is tried on: below it,
+/// zstd's frame and the window it needs to find matches cost more than
+/// it can find.
+const GENERIC_MIN_BYTES: u64 = 4096;
+/// Largest float tensor (in bytes) the generic codec is tried on: zstd
+/// -19 is slow, and its long-range repeats (small conv kernels, tied
+/// rows) pay on small float tensors only.
+const GENERIC_MAX_FLOAT_BYTES: u64 = 4 << 20;
+
 /// Productions that may fill a hole, with the shape each puts there.
 fn productions(
     t: &Target<'_>,
@@ -205,14 +192,15 @@ fn productions(
 ) -> Vec<(&'static str, Shape)> {
     let hole = || Box::new(Shape::Hole);
     let mut v: Vec<(&'static str, Shape)> = vec![("lit", Shape::Lit(None))];
-    if depth > 3 {
+    if depth > MAX_SHAPE_DEPTH {
         return v;
     }
     let top = parent == "top";
     let bytes = t.total_words * (t.width as u64 / 8);
     // zstd -19 is slow: for floats it is only tried on small tensors, where
     // long-range repeats (small conv kernels, tied rows) can pay.
-    if top && bytes >= 4096 && (!is_float(t.dtype) || bytes <= 4 << 20) {
+    if top && bytes >= GENERIC_MIN_BYTES && (!is_float(t.dtype) || bytes <= GENERIC_MAX_FLOAT_BYTES)
+    {
         v.push(("generic", Shape::Generic));
     }
     if top
@@ -430,15 +418,23 @@ pub fn productions_of(t: &Target<'_>, s: &Shape) -> Vec<(HoleContext, &'static s
 fn generic_may_win(raw: &[u8], incumbent: usize) -> bool {
     let z = |level| crate::entropy::zstd_compress(raw, level).map_or(0, |z| z.len());
     let z3 = z(3);
-    z3 * 95 < incumbent * 100 && (z3 < incumbent || z(9) < incumbent)
+    z3 * GENERIC_SCREEN_PERCENT < incumbent * 100 && (z3 < incumbent || z(9) < incumbent)
 }
 
+/// zstd -3 of the sample must be under this percentage of the incumbent
+/// before zstd -19 is tried: -19 rarely gains more than 5% over -3.
+const GENERIC_SCREEN_PERCENT: usize = 95;
+
 /// Bytes [`Shape::GenericPlanes`] must save on the target to be chosen:
-/// 1/128 of its bytes (its encoding costs about 10 ns a byte more than the
-/// field coders', some 0.07 bit a byte at SYMBOL_COST's rate).
+/// 1/[`PLANES_PENALTY_DIV`] of its bytes.
 fn planes_penalty(t: &Target<'_>) -> usize {
-    target_bytes(t) / 128
+    target_bytes(t) / PLANES_PENALTY_DIV
 }
+
+/// zstd on byte planes encodes about 10 ns a byte slower than the field
+/// coders: some 0.07 bit a byte at the rate
+/// [`crate::entropy::SYMBOL_COST`] prices time, 1/128 of the bytes.
+const PLANES_PENALTY_DIV: usize = 128;
 
 /// Bytes of the target's words.
 fn target_bytes(t: &Target<'_>) -> usize {
@@ -454,8 +450,8 @@ fn generic_penalty(t: &Target<'_>) -> usize {
 /// zstd -19 encodes tensor bytes at tens to hundreds of ns a byte, the
 /// field coders at 3-5: at the rate [`crate::entropy::SYMBOL_COST`]
 /// prices time (0.01 bit per ~1.5 ns) the lower end is 0.3 bit a byte,
-/// 1/24. Without it, zstd -19 wins on sampled tensors by ~1% and is paid
-/// again on the whole tensor.
+/// 1/24. Without it, zstd -19 wins on sampled tensors by small margins
+/// and its time is paid again on the whole tensor.
 const GENERIC_PENALTY_DIV: usize = 24;
 
 /// Whether zstd on the target's byte planes could beat `incumbent` bytes:
@@ -523,21 +519,12 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
     };
     let lit = Shape::Lit(None);
     let node = instantiate(&lit, words, t.width, &cfg);
-    let mut best = (
-        scaled(wire::serialized_size(&node)),
-        lit.freeze(&node),
-        0.0f64,
-    );
-    let mut best_node = node;
-    let mut judged = 0u32;
-    let mut heap = BinaryHeap::new();
-    let mut seq = 0u64;
-    heap.push(State {
+    let mut best = Best {
+        size: scaled(wire::serialized_size(&node)),
+        shape: lit.freeze(&node),
         cost: 0.0,
-        seq,
-        shape: Shape::Hole,
-    });
-    let max_states = 64 + budget as usize * 32;
+        node,
+    };
     // The uniform prior (learning a prior) ranks nothing: it keeps the
     // wide stop everywhere.
     let stop_bits = if priced || prior.is_uniform() {
@@ -545,117 +532,81 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
     } else {
         STOP_BITS_WHOLE
     };
-    let mut generic_pending = false;
-    let mut generic_likely = false;
-    let mut pushed = 1usize;
-    while let Some(st) = heap.pop() {
-        if judged >= budget {
-            break;
-        }
-        if judged > 0 && st.cost > best.2 + STOP_BITS {
-            break;
-        }
-        if judged > 0 && st.cost > best.2 + stop_bits && st.shape != Shape::Generic {
-            continue;
-        }
-        match first_hole(&st.shape, t.width) {
-            None => {
-                if st.shape == Shape::Lit(None) {
-                    // The incumbent already is this program: judged before
-                    // the search, it takes none of the budget.
-                    continue;
-                }
-                if st.shape == Shape::Generic {
-                    // Judged last, against the best structured program: zstd
-                    // -19 is slow, and -3 screens it against that program.
-                    generic_pending = true;
-                    // zstd -19 on whole words, only where the prior gives it
-                    // a fair chance (the byte planes' zstd is cheap).
-                    generic_likely |= st.cost <= GENERIC_MAX_BITS;
-                    continue;
-                }
-                let node = instantiate(&st.shape, words, t.width, &cfg);
-                let size = scaled(wire::serialized_size(&node));
-                judged += 1;
-                if size < best.0 {
-                    best = (size, st.shape.freeze(&node), st.cost);
-                    best_node = node;
-                }
-            }
-            Some((parent, width, depth)) => {
-                let prods = productions(t, &parent, width, depth);
-                let names: Vec<&str> = prods.iter().map(|p| p.0).collect();
-                // The target's role and size class, worked out once.
-                let ctx = HoleContext {
-                    parent,
-                    width,
-                    ..hole.clone()
-                };
-                let probs = prior.probabilities(&ctx, &names);
-                for ((_, repl), p) in prods.iter().zip(probs) {
-                    if pushed >= max_states {
-                        break;
-                    }
-                    let mut s = st.shape.clone();
-                    fill_first(&mut s, repl);
-                    seq += 1;
-                    pushed += 1;
-                    heap.push(State {
-                        cost: st.cost - p.max(1e-9).log2(),
-                        seq,
-                        shape: s,
-                    });
-                }
-            }
-        }
-    }
-    if generic_pending && judged < budget {
-        judged += 1;
-        // zstd is slow to encode (an order of magnitude slower at -19 than
-        // the field coders): it must save more than that costs, at
-        // the rate SYMBOL_COST prices decoding (0.01 bit per ~1.5 ns).
-        // The target's bytes for both screens: those made for the float
-        // splits, or made here once.
-        let mut made = Vec::new();
-        let raw = if le.is_empty() {
-            le_bytes_of(t, &mut made)
-        } else {
-            le
-        };
-        // zstd's matches need the whole sample (on a part of it, tensors
-        // that zstd codes best lose to the field coders).
-        let cfg = Instantiate {
-            le_bytes: (!le.is_empty()).then_some(le),
-            overhead: share(n),
-            ..cfg
-        };
-        let penalty = generic_penalty(t);
-        let mut best_penalty = 0;
-        if generic_likely && generic_may_win(raw, best.0.saturating_sub(penalty)) {
-            let node = instantiate(&Shape::Generic, t.words, t.width, &cfg);
-            let size = wire::serialized_size(&node);
-            if size + penalty < best.0 {
-                best = (size, Shape::Generic, 0.0);
-                best_node = node;
-                best_penalty = penalty;
-            }
-        }
-        let penalty = planes_penalty(t);
-        let bar = (best.0 + best_penalty).saturating_sub(penalty);
-        if planes_may_win(t, raw, bar) {
-            let node = instantiate(&Shape::GenericPlanes, t.words, t.width, &cfg);
-            let size = wire::serialized_size(&node);
-            if size < bar {
-                best = (size, Shape::GenericPlanes, 0.0);
-                best_node = node;
-            }
-        }
+    let judge = |shape: &Shape| {
+        let node = instantiate(shape, words, t.width, &cfg);
+        (scaled(wire::serialized_size(&node)), node)
+    };
+    let mut found = search_shapes(t, prior, &hole, budget, stop_bits, judge, &mut best);
+    if found.generic && found.judged < budget {
+        found.judged += 1;
+        judge_generic(t, le, &cfg, share(n), found.generic_likely, &mut best);
     }
     Synthesis {
-        shape: best.1,
-        sample_bytes: best.0,
-        judged,
-        node: (!cfg.priced).then_some(best_node),
+        shape: best.shape,
+        sample_bytes: best.size,
+        judged: found.judged,
+        node: (!cfg.priced).then_some(best.node),
+    }
+}
+
+/// Judge the generic codecs, last, against the best structured program:
+/// zstd -19 on whole words (where `likely`), then zstd on byte planes.
+/// `le` are the target's bytes if made for the float splits (else empty),
+/// `overhead` the whole sample's share of a literal's fixed bytes.
+fn judge_generic<'a>(
+    t: &Target<'_>,
+    le: &'a [u8],
+    cfg: &Instantiate<'a>,
+    overhead: f64,
+    likely: bool,
+    best: &mut Best,
+) {
+    // zstd is slow to encode (an order of magnitude slower at -19 than
+    // the field coders): it must save more than that costs, at
+    // the rate SYMBOL_COST prices decoding (0.01 bit per ~1.5 ns).
+    // The target's bytes for both screens: those made for the float
+    // splits, or made here once.
+    let mut made = Vec::new();
+    let raw = if le.is_empty() {
+        le_bytes_of(t, &mut made)
+    } else {
+        le
+    };
+    // zstd's matches need the whole sample (on a part of it, tensors
+    // that zstd codes best lose to the field coders).
+    let cfg = Instantiate {
+        le_bytes: (!le.is_empty()).then_some(le),
+        overhead,
+        ..*cfg
+    };
+    let penalty = generic_penalty(t);
+    let mut best_penalty = 0;
+    if likely && generic_may_win(raw, best.size.saturating_sub(penalty)) {
+        let node = instantiate(&Shape::Generic, t.words, t.width, &cfg);
+        let size = wire::serialized_size(&node);
+        if size + penalty < best.size {
+            *best = Best {
+                size,
+                shape: Shape::Generic,
+                cost: 0.0,
+                node,
+            };
+            best_penalty = penalty;
+        }
+    }
+    let penalty = planes_penalty(t);
+    let bar = (best.size + best_penalty).saturating_sub(penalty);
+    if planes_may_win(t, raw, bar) {
+        let node = instantiate(&Shape::GenericPlanes, t.words, t.width, &cfg);
+        let size = wire::serialized_size(&node);
+        if size < bar {
+            *best = Best {
+                size,
+                shape: Shape::GenericPlanes,
+                cost: 0.0,
+                node,
+            };
+        }
     }
 }
 
@@ -678,17 +629,17 @@ fn le_bytes_of<'b>(t: &Target<'b>, made: &'b mut Vec<u8>) -> &'b [u8] {
     }
 }
 
-/// Words of a target's sample its structured candidates are priced on: a
-/// quarter of a tensor of at most 4 samples' words (whole rows of it, at
-/// least [`crate::entropy::CONTEXT_MIN_WORDS`]), else the whole sample:
-/// pricing a mid-sized tensor on all of its words would cost the search
-/// up to what coding it does.
+/// Words of a target's sample its structured candidates are priced on:
+/// 1/[`PRICED_PART`] of a tensor of at most that many samples' words
+/// (whole rows of it, at least [`crate::entropy::CONTEXT_MIN_WORDS`]),
+/// else the whole sample: pricing a mid-sized tensor on all of its words
+/// would cost the search up to what coding it does.
 fn priced_words(t: &Target<'_>) -> usize {
     let n = t.words.len();
-    if t.total_words <= n as u64 || t.total_words > 4 * SAMPLE_WORDS {
+    if t.total_words <= n as u64 || t.total_words > PRICED_PART * SAMPLE_WORDS {
         return n;
     }
-    let mut m = (t.total_words / 4) as usize;
+    let mut m = (t.total_words / PRICED_PART) as usize;
     if t.row > 1 {
         m -= m % t.row as usize;
     }
@@ -697,6 +648,10 @@ fn priced_words(t: &Target<'_>) -> usize {
     }
     m
 }
+
+/// A mid-sized tensor's candidates are priced on this part of it: a
+/// quarter keeps the search's time per tensor near a sample's.
+const PRICED_PART: u64 = 4;
 
 #[cfg(test)]
 mod tests;

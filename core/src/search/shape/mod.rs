@@ -372,38 +372,7 @@ fn inst(
             None,
             || lit_auto(words, width, sibs, None, cfg, all),
         ),
-        Shape::Merge(split, kids) => {
-            let fields = split.fields();
-            if split.width() != width as u32 || kids.len() != fields.len() {
-                return lit_auto(words, width, sibs, None, cfg, all);
-            }
-            // Literals of byte fields (every float split) take the fields
-            // as bytes.
-            if byte_literals(kids)
-                && let Some(parts) = split.split_bytes(words)
-            {
-                return merge_of_bytes(split, kids, parts, cfg);
-            }
-            let parts = split.split(words);
-            let mut children = Vec::with_capacity(kids.len());
-            for i in 0..kids.len() {
-                let s: Vec<Sibling<'_>> = (0..i)
-                    .filter(|&j| fields[j] <= 8)
-                    .map(|j| Sibling {
-                        index: j as u8,
-                        words: &parts[j],
-                        width: fields[j],
-                        counts: None,
-                    })
-                    .collect();
-                let parent = super::child_label(shape, i);
-                children.push(inst(&kids[i], &parts[i], fields[i], &s, cfg, &parent));
-            }
-            Node::Merge {
-                split: split.clone(),
-                children,
-            }
-        }
+        Shape::Merge(split, kids) => inst_merge(shape, split, kids, words, width, sibs, cfg),
         Shape::Interleave(_, classes, kids) => {
             let parts = crate::dsl::deal(words, classes, kids.len());
             Node::Interleave {
@@ -424,26 +393,71 @@ fn inst(
                 child: only_child(kid, &child),
             }
         }
-        Shape::Scan(op, kid) => {
-            let m = mask(width);
-            let mut prev = 0u64;
-            let child: Vec<u64> = words
-                .iter()
-                .map(|&w| {
-                    let d = match op {
-                        ScanOp::XorDelta => w ^ prev,
-                        ScanOp::Diff => w.wrapping_sub(prev) & m,
-                    };
-                    prev = w;
-                    d
-                })
-                .collect();
-            Node::Scan {
-                op: *op,
-                child: only_child(kid, &child),
-            }
-        }
+        Shape::Scan(op, kid) => Node::Scan {
+            op: *op,
+            child: only_child(kid, &unscan(*op, words, width)),
+        },
     }
+}
+
+/// [`inst`] of a `Merge` shape: its children each cut from the words, a
+/// field of at most 8 bits a sibling the later ones may be conditioned on.
+fn inst_merge(
+    shape: &Shape,
+    split: &Split,
+    kids: &[Shape],
+    words: &[u64],
+    width: u8,
+    sibs: &[Sibling<'_>],
+    cfg: &Instantiate<'_>,
+) -> Node {
+    let fields = split.fields();
+    if split.width() != width as u32 || kids.len() != fields.len() {
+        return lit_auto(words, width, sibs, None, cfg, Contexts::ALL);
+    }
+    // Literals of byte fields (every float split) take the fields
+    // as bytes.
+    if byte_literals(kids)
+        && let Some(parts) = split.split_bytes(words)
+    {
+        return merge_of_bytes(split, kids, parts, cfg);
+    }
+    let parts = split.split(words);
+    let mut children = Vec::with_capacity(kids.len());
+    for i in 0..kids.len() {
+        let s: Vec<Sibling<'_>> = (0..i)
+            .filter(|&j| fields[j] <= 8)
+            .map(|j| Sibling {
+                index: j as u8,
+                words: &parts[j],
+                width: fields[j],
+                counts: None,
+            })
+            .collect();
+        let parent = super::child_label(shape, i);
+        children.push(inst(&kids[i], &parts[i], fields[i], &s, cfg, &parent));
+    }
+    Node::Merge {
+        split: split.clone(),
+        children,
+    }
+}
+
+/// The words a `Scan` of `op` turns into `words` (its inverse: deltas).
+fn unscan(op: ScanOp, words: &[u64], width: u8) -> Vec<u64> {
+    let m = mask(width);
+    let mut prev = 0u64;
+    words
+        .iter()
+        .map(|&w| {
+            let d = match op {
+                ScanOp::XorDelta => w ^ prev,
+                ScanOp::Diff => w.wrapping_sub(prev) & m,
+            };
+            prev = w;
+            d
+        })
+        .collect()
 }
 
 /// The smallest period `p` (a proper divisor of the length, at most 2^16)
