@@ -116,8 +116,7 @@ pub struct Instantiate<'a> {
     /// The little-endian bytes of the words given to [`instantiate`] (2 or
     /// 4 a word), when the caller has them: a top `Merge` of byte fields
     /// is cut from them, as [`instantiate_le_bytes`] does, which reads a
-    /// quarter of the memory the `u64` words take (a 32K-word f16 sample:
-    /// 16 us for the float split's four fields instead of 46).
+    /// quarter of the memory the `u64` words take.
     pub le_bytes: Option<&'a [u8]>,
 }
 
