@@ -167,6 +167,25 @@ impl<'a> Partial<'a> {
 }
 
 impl HubClient {
+    /// A HEAD of a file's resolve URL (not following a redirect to another
+    /// host: its headers are the answer): the URL and the response.
+    pub(super) async fn head_resolve(
+        &self,
+        repo: &str,
+        revision: &str,
+        path: &str,
+    ) -> Result<(String, reqwest::Response)> {
+        let url = self.resolve_url(repo, revision, path);
+        let resp = self
+            .send(repo, "file metadata", || {
+                Ok(self
+                    .request(Method::HEAD, &url)
+                    .header("Accept-Encoding", "identity"))
+            })
+            .await?;
+        Ok((url, resp))
+    }
+
     pub(super) fn resolve_url(&self, repo: &str, revision: &str, path: &str) -> String {
         format!(
             "{}/{}/resolve/{}/{}",
@@ -187,14 +206,7 @@ impl HubClient {
         check_repo_id(repo)?;
         check_revision(revision)?;
         check_repo_path(path)?;
-        let url = self.resolve_url(repo, revision, path);
-        let resp = self
-            .send(repo, "file metadata", || {
-                Ok(self
-                    .request(Method::HEAD, &url)
-                    .header("Accept-Encoding", "identity"))
-            })
-            .await?;
+        let (_, resp) = self.head_resolve(repo, revision, path).await?;
         // A redirect to another host (the CDN) is the answer: its headers
         // describe the file, as on the Hub.
         let redirected = resp.status().is_redirection();

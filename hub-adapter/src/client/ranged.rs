@@ -224,14 +224,7 @@ impl HubClient {
     /// Where the bytes of a file are: the host the Hub redirects to (its
     /// CDN) when it does, else the resolve URL itself.
     async fn content_url(&self, repo: &str, revision: &str, path: &str) -> Result<String> {
-        let url = self.resolve_url(repo, revision, path);
-        let resp = self
-            .send(repo, "file metadata", || {
-                Ok(self
-                    .request(Method::HEAD, &url)
-                    .header("Accept-Encoding", "identity"))
-            })
-            .await?;
+        let (url, resp) = self.head_resolve(repo, revision, path).await?;
         if resp.status().is_redirection() {
             let base = reqwest::Url::parse(&url)
                 .map_err(|e| HubError::protocol(repo, "file metadata", e.to_string()))?;
