@@ -18,6 +18,10 @@ pub(crate) struct Input {
     /// Its path below the folder argument it was found in (`None`: the
     /// file was named on the command line).
     pub(crate) below: Option<PathBuf>,
+    /// Not an archive: a file found in a folder given to `decompress`
+    /// ([`Want::Restore`]), copied as it is (compress stores a file so
+    /// when its archive would be no smaller).
+    pub(crate) copy: bool,
 }
 
 /// What [`collect`] found.
@@ -37,6 +41,10 @@ pub(crate) enum Want {
     /// Archives: `*.brv` in folders; a file named on the command line
     /// whatever its name.
     Archives,
+    /// What `decompress` restores: [`Want::Archives`], and the other files
+    /// in folders, to copy as they are ([`Input::copy`]) unless `NAME.brv`
+    /// is beside `NAME` (the archive restores it).
+    Restore,
 }
 
 /// The files under `paths`: files as named, folders walked in name order
@@ -52,6 +60,9 @@ pub(crate) fn collect(paths: &[PathBuf], want: Want) -> Result<Found> {
             let before = found.files.len();
             let mut archives = 0;
             walk(p, p, want, &mut found, &mut archives)?;
+            if want == Want::Restore {
+                keep_copies(p, &mut found, before);
+            }
             let why = format!("{archives} .brv file(s), already Brevis archives");
             if found.files.len() == before {
                 found.skipped.push(format!(
@@ -59,7 +70,7 @@ pub(crate) fn collect(paths: &[PathBuf], want: Want) -> Result<Found> {
                     p.display(),
                     match want {
                         Want::Sources => "files to compress",
-                        Want::Archives => ".brv archives",
+                        Want::Archives | Want::Restore => ".brv archives",
                     },
                     if archives > 0 {
                         format!(" (only {why})")
@@ -80,6 +91,7 @@ pub(crate) fn collect(paths: &[PathBuf], want: Want) -> Result<Found> {
                 found.files.push(Input {
                     path: p.clone(),
                     below: None,
+                    copy: false,
                 });
             }
         }
@@ -158,9 +170,43 @@ fn walk(
         }
         check_regular(&e, &meta)?;
         let below = e.strip_prefix(root).map(Path::to_path_buf).ok();
-        found.files.push(Input { path: e, below });
+        let copy = want == Want::Restore && !is_brv(&e);
+        found.files.push(Input {
+            path: e,
+            below,
+            copy,
+        });
     }
     Ok(())
+}
+
+/// Of the files [`walk`] found in `folder` (`found.files[from..]`), drop
+/// the copies with their own `NAME.brv` beside them (both would restore to
+/// `NAME`; the archive is the one asked for, and compress without `-o`
+/// leaves the input beside its archive). A folder of small files may hold
+/// no archive at all: its files are copied all the same.
+fn keep_copies(folder: &Path, found: &mut Found, from: usize) {
+    let archives: std::collections::HashSet<PathBuf> = found.files[from..]
+        .iter()
+        .filter(|i| !i.copy)
+        .map(|i| i.path.clone())
+        .collect();
+    let with_archive = |i: &Input| {
+        let mut a = i.path.clone().into_os_string();
+        a.push(".brv");
+        archives.contains(Path::new(&a))
+    };
+    let before = found.files.len();
+    let mut kept = found.files.split_off(from);
+    kept.retain(|i| !i.copy || !with_archive(i));
+    found.files.extend(kept);
+    let dropped = before - found.files.len();
+    if dropped > 0 {
+        found.skipped.push(format!(
+            "in {}: {dropped} file(s) with their own .brv archive beside them (the archive restores them)",
+            folder.display()
+        ));
+    }
 }
 
 /// `metadata` (following symlinks), with errors that say what is wrong.
@@ -249,12 +295,12 @@ fn plan(
     inputs: &[Input],
     output: Option<&Path>,
     any_folder: bool,
-    name: impl Fn(&Path) -> Result<OsString>,
+    name: impl Fn(&Input) -> Result<OsString>,
 ) -> Result<Plan> {
     let Some(o) = output else {
         let outs = inputs
             .iter()
-            .map(|i| Ok(i.path.with_file_name(name(&i.path)?)))
+            .map(|i| Ok(i.path.with_file_name(name(i)?)))
             .collect::<Result<_>>()?;
         return Ok(Plan { outs, folder: None });
     };
@@ -277,7 +323,7 @@ fn plan(
     let outs = inputs
         .iter()
         .map(|i| {
-            let n = name(&i.path)?;
+            let n = name(i)?;
             Ok(match i.below.as_deref().and_then(Path::parent) {
                 Some(sub) => o.join(sub).join(n),
                 None => o.join(n),
@@ -290,6 +336,17 @@ fn plan(
     })
 }
 
+/// Drop the copies ([`Input::copy`]) whose output is the file itself
+/// (decompress with no `-o`, or `-o` the folder given): already in place.
+fn drop_in_place(inputs: &mut Vec<Input>, outs: &mut Vec<PathBuf>) {
+    let pairs: Vec<(Input, PathBuf)> = std::mem::take(inputs)
+        .into_iter()
+        .zip(std::mem::take(outs))
+        .filter(|(i, o)| !(i.copy && input_at(o, std::slice::from_ref(i)).is_some()))
+        .collect();
+    (*inputs, *outs) = pairs.into_iter().unzip();
+}
+
 /// Where the outputs go.
 pub(crate) struct Plan {
     /// One per input.
@@ -299,7 +356,7 @@ pub(crate) struct Plan {
 }
 
 /// The input that `o` is (same device and inode), if any.
-fn input_at<'a>(o: &Path, inputs: &'a [Input]) -> Option<&'a Path> {
+pub(crate) fn input_at<'a>(o: &Path, inputs: &'a [Input]) -> Option<&'a Path> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(o).ok()?;
     inputs
@@ -455,20 +512,21 @@ pub(crate) fn inputs_and_outputs(
     output: Option<&Path>,
     force: bool,
     ui: &Ui,
-    name: impl Fn(&Path) -> Result<OsString>,
+    name: impl Fn(&Input) -> Result<OsString>,
 ) -> Result<(Vec<Input>, Plan)> {
-    let found = collect(paths, want)?;
+    let mut found = collect(paths, want)?;
     if found.files.is_empty() {
         let what = match want {
             Want::Sources => "files to compress",
-            Want::Archives => "archives to decompress",
+            Want::Archives | Want::Restore => "archives to decompress",
         };
         bail!("no {what}: {}", found.skipped.join("; "));
     }
     for s in &found.skipped {
         ui.note(format!("skipped: {s}"));
     }
-    let plan = plan(&found.files, output, found.any_folder, name)?;
+    let mut plan = plan(&found.files, output, found.any_folder, name)?;
+    drop_in_place(&mut found.files, &mut plan.outs);
     match &plan.folder {
         Some(folder) => check_creatable(folder)?,
         None => plan.outs.iter().try_for_each(|o| check_parent(o))?,
@@ -501,6 +559,57 @@ pub(crate) fn sha256_file(p: &Path) -> Result<[u8; 32]> {
     Ok(h.finalize().into())
 }
 
+/// Bytes read and written a call by [`copy_checked`]: few calls for a big
+/// file, and a buffer that stays small beside the codec's.
+const COPY_CHUNK: usize = 1 << 20;
+
+/// Copy `src` to `dst` as every output is written (a temp file beside
+/// `dst`, `src`'s mode, synced, then published; without `force` an
+/// existing `dst` is never replaced), checked first: the SHA-256 of the
+/// bytes read, of the temp file read back, and `expected` (the digest an
+/// archive recorded of `src`) must agree. Returns the length and SHA-256.
+pub(crate) fn copy_checked(
+    src: &Path,
+    dst: &Path,
+    force: bool,
+    expected: Option<[u8; 32]>,
+) -> Result<(u64, [u8; 32])> {
+    use sha2::Digest;
+    let tmp = brevis_core::TempFile::beside(dst).map_err(|e| about("writing", dst, e))?;
+    tmp.set_mode_from(src);
+    let mut from =
+        std::fs::File::open(src).with_context(|| format!("opening {}", src.display()))?;
+    let mut to = tmp.file().map_err(|e| about("writing", dst, e))?;
+    let mut read = sha2::Sha256::new();
+    let mut buf = vec![0u8; COPY_CHUNK];
+    let mut len = 0u64;
+    loop {
+        use std::io::{Read as _, Write as _};
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(about("reading", src, e)),
+        };
+        read.update(&buf[..n]);
+        to.write_all(&buf[..n])
+            .map_err(|e| about("writing", dst, e))?;
+        len += n as u64;
+    }
+    drop(to);
+    let read: [u8; 32] = read.finalize().into();
+    let written = sha256_file(tmp.path())?;
+    if written != read || expected.is_some_and(|x| x != read) {
+        bail!(
+            "copying {} to {}: the SHA-256 of the copy does not match (the input changed while it was read?); nothing written",
+            src.display(),
+            dst.display()
+        );
+    }
+    persist(tmp, dst, force)?;
+    Ok((len, read))
+}
+
 /// Write `bytes` to `dst` as compress and decompress do: a temp file in
 /// its folder (unnamed where the system allows), synced, then published;
 /// without `force` an existing `dst` is never replaced.
@@ -510,6 +619,11 @@ pub(crate) fn write_atomic(dst: &Path, bytes: &[u8], force: bool) -> Result<()> 
     tmp.file()
         .and_then(|mut f| f.write_all(bytes))
         .map_err(|e| about("writing", dst, e))?;
+    persist(tmp, dst, force)
+}
+
+/// Publish `tmp` as `dst` (without `force`, never over an existing file).
+fn persist(tmp: brevis_core::TempFile, dst: &Path, force: bool) -> Result<()> {
     tmp.persist(dst, force).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AlreadyExists {
             anyhow::anyhow!(

@@ -721,3 +721,176 @@ fn output_in_a_missing_folder_is_refused_before_any_work() {
     assert!(o.stderr.contains("file is not a folder"), "{}", o.stderr);
     assert_eq!(names_in(p), ["file", "model.safetensors"]);
 }
+
+/// Files below `dir`, relative, sorted.
+fn files_below(dir: &Path) -> Vec<String> {
+    fn go(root: &Path, d: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                go(root, &p, out);
+            } else {
+                out.push(p.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    go(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// A small model folder: a ~50-byte config.json (mode 0640), an empty
+/// file below a subfolder, and the silero-vad checkpoint from testdata.
+fn small_files_model(p: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let m = p.join("my-model");
+    std::fs::create_dir_all(m.join("sub")).unwrap();
+    let config = br#"{"model_type": "silero_vad", "sampling_rate": 16000}"#;
+    std::fs::write(m.join("config.json"), config).unwrap();
+    std::fs::set_permissions(
+        m.join("config.json"),
+        std::fs::Permissions::from_mode(0o640),
+    )
+    .unwrap();
+    std::fs::write(m.join("sub/empty.txt"), b"").unwrap();
+    std::fs::copy(
+        crate::hub::testdata().join("silero-vad/silero_vad_16k.safetensors"),
+        m.join("silero_vad_16k.safetensors"),
+    )
+    .unwrap();
+    m
+}
+
+/// Folder mode stores a file whose archive would be no smaller as it is
+/// (same bytes and mode, no `.brv`), archives the checkpoint, says so in
+/// `--json`; decompress of the packed folder gives back every file.
+#[test]
+fn folder_compress_stores_small_files_as_is_and_decompress_copies_them() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    let m = small_files_model(p);
+    let config = std::fs::read(m.join("config.json")).unwrap();
+    let o = run(
+        p,
+        &[
+            "compress", "my-model", "-o", "packed", "-T", "1", "--json", "-q",
+        ],
+    );
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let packed = p.join("packed");
+    assert_eq!(
+        files_below(&packed),
+        [
+            "config.json",
+            "silero_vad_16k.safetensors.brv",
+            "sub/empty.txt"
+        ]
+    );
+    assert_eq!(std::fs::read(packed.join("config.json")).unwrap(), config);
+    let mode = std::fs::metadata(packed.join("config.json"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o640);
+    let ckpt = std::fs::metadata(m.join("silero_vad_16k.safetensors"))
+        .unwrap()
+        .len();
+    let brv = std::fs::metadata(packed.join("silero_vad_16k.safetensors.brv"))
+        .unwrap()
+        .len();
+    assert!(brv < ckpt, "{brv} >= {ckpt}");
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("compress --json is JSON");
+    let row = |name: &str| {
+        v["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["input"].as_str().unwrap().ends_with(name))
+            .unwrap_or_else(|| panic!("no row for {name}: {v}"))
+            .clone()
+    };
+    let c = row("config.json");
+    assert_eq!(c["stored"], true, "{c}");
+    assert_eq!(c["ratio"], 1.0, "{c}");
+    assert_eq!(c["archive_bytes"], config.len(), "{c}");
+    assert!(
+        c["output"]
+            .as_str()
+            .unwrap()
+            .ends_with("packed/config.json"),
+        "{c}"
+    );
+    assert_eq!(row("empty.txt")["stored"], true);
+    assert_eq!(row("safetensors")["stored"], false);
+    assert_eq!(v["archive_bytes"], config.len() as u64 + brv, "{v}");
+    // verify of the folder checks the archive and ignores the rest.
+    let o = run(p, &["verify", "packed"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    // Back: every file, byte for byte.
+    let o = run(p, &["decompress", "packed", "-o", "restored", "-T", "1"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("config.json: copied"), "{}", o.stderr);
+    let restored = p.join("restored");
+    assert_eq!(files_below(&restored), files_below(&m));
+    for f in files_below(&m) {
+        assert_eq!(sha256(&restored.join(&f)), sha256(&m.join(&f)), "{f}");
+    }
+}
+
+/// The text output says a file was stored as is; an existing output under
+/// either name is refused up front without --force; a file compressed on
+/// its own (or in place, `-o` the folder itself) still gets its archive;
+/// decompress copies no file that has its archive beside it.
+#[test]
+fn stored_as_is_rules_force_single_files_and_in_place() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    let m = p.join("c");
+    std::fs::create_dir(&m).unwrap();
+    let config = br#"{"architectures": ["BertModel"], "hidden_size": 384}"#;
+    std::fs::write(m.join("config.json"), config).unwrap();
+    std::fs::write(m.join("notes.txt"), b"tiny").unwrap();
+    let o = run(p, &["compress", "c", "-o", "out"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("out/config.json: stored as is (52 bytes; its archive would be"),
+        "{}",
+        o.stderr
+    );
+    // Again: the stored files exist in out (no .brv does): refused up front.
+    let before = std::fs::read(p.join("out/notes.txt")).unwrap();
+    std::fs::write(p.join("out/notes.txt"), b"mine").unwrap();
+    let o = run(p, &["compress", "c", "-o", "out"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("already exists"), "{}", o.stderr);
+    assert_eq!(std::fs::read(p.join("out/notes.txt")).unwrap(), b"mine");
+    let o = run(p, &["compress", "c", "-o", "out", "--force"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(std::fs::read(p.join("out/notes.txt")).unwrap(), before);
+    assert_eq!(names_in(&p.join("out")), ["config.json", "notes.txt"]);
+    // One file on its own: an archive, into a folder or not.
+    let o = run(p, &["compress", "c/config.json", "-o", "single/"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(names_in(&p.join("single")), ["config.json.brv"]);
+    // In place (-o the input folder): archives beside the inputs, and
+    // decompress of that folder restores from the archives only.
+    let o = run(p, &["compress", "c", "-o", "c"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        names_in(&m),
+        [
+            "config.json",
+            "config.json.brv",
+            "notes.txt",
+            "notes.txt.brv"
+        ]
+    );
+    let o = run(p, &["decompress", "c", "-o", "back"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(!o.stderr.contains("copied"), "{}", o.stderr);
+    assert_eq!(names_in(&p.join("back")), ["config.json", "notes.txt"]);
+    assert_eq!(std::fs::read(p.join("back/config.json")).unwrap(), config);
+}

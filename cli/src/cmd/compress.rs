@@ -4,20 +4,24 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Result;
-use brevis_core::{CompressOptions, LearnOptions, Prior};
+use anyhow::{Context, Result};
+use brevis_core::{CompressOptions, CompressReport, LearnOptions, Prior};
 use clap::Args;
 use serde_json::json;
 
 use crate::Outcome;
 use crate::args::{Budget, Json, Output, PriorChoice, Threads};
-use crate::files::{self, Input, Want, about, is_safetensors, ratio, ratio_text};
+use crate::files::{self, Input, Plan, Want, about, is_safetensors, ratio, ratio_text};
 use crate::progress::Ui;
 
 /// Compress files or folders into `.brv` archives.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub compress model.safetensors            # writes model.safetensors.brv\n  brevis-hub compress ./my-model -o ./packed -T 2   # a folder, one prior for all shards\n\nWith -o and a folder among the inputs (or several inputs), -o is a folder and\nthe files found in a folder keep their path below it (./my-model/1_Pooling/config.json\n-> ./packed/1_Pooling/config.json.brv). Only regular files are read (not pipes,\ndevices or /proc files); symlinks to files are followed, symlinks to folders are not.\nAn empty input has no ratio: n/a in the text, 1.0 in --json (the field stays a number)."
+    after_help = "Examples:\n  brevis-hub compress model.safetensors            # writes model.safetensors.brv\n  brevis-hub compress ./my-model -o ./packed -T 2   # a folder, one prior for all shards\n\nWith -o and a folder among the inputs (or several inputs), -o is a folder and\nthe files found in a folder keep their path below it (./my-model/1_Pooling/config.json\n-> ./packed/1_Pooling/config.json.brv). There, a file whose archive would be no
+smaller than itself (a small config.json: an archive has ~100 bytes of fixed cost)
+is stored as it is, under its own name, instead (checked by SHA-256, its mode kept);
+decompress of the folder copies it back. Without --force neither NAME nor NAME.brv
+may exist in the output folder. A file compressed on its own always gets an archive.\n\nOnly regular files are read (not pipes, devices or /proc files); symlinks to files\nare followed, symlinks to folders are not.\nAn empty input has no ratio: n/a in the text, 1.0 in --json (the field stays a number)."
 )]
 pub struct CompressArgs {
     /// Files or folders (folders are walked; `.brv` files and hidden entries are skipped).
@@ -51,12 +55,13 @@ pub fn run(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
         a.output.output.as_deref(),
         force,
         ui,
-        |p| {
-            let mut n = files::file_name(p)?;
+        |i| {
+            let mut n = files::file_name(&i.path)?;
             n.push(".brv");
             Ok(n)
         },
     )?;
+    let as_is = as_is_paths(&inputs, &plan, force)?;
     let prior = choose_prior(&a.prior, &inputs, a.threads.threads, ui)?;
     files::make_parents(&plan)?;
     let opts = CompressOptions::default()
@@ -68,33 +73,30 @@ pub fn run(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
     let run = ui.run("compress", inputs.iter().map(|i| i.path.as_path()));
     let (mut total_in, mut total_out) = (0u64, 0u64);
     let mut rows = Vec::new();
-    for (src, dst) in inputs.iter().map(|i| &i.path).zip(&plan.outs) {
+    for ((src, dst), as_is) in inputs.iter().map(|i| &i.path).zip(&plan.outs).zip(&as_is) {
         let t = Instant::now();
         // With verification, the archive is decoded and checked against
         // the input before it is renamed into place.
         let opts = opts.clone().progress(run.file(src));
         let r = brevis_core::compress_file(src, dst, force, &opts)
             .map_err(|e| about("compressing", src, e))?;
-        let secs = t.elapsed().as_secs_f64();
+        let stored = match as_is {
+            Some(plain) if r.archive_len >= r.original_len => {
+                store_as_is(src, dst, plain, &r, force)?;
+                Some(plain.as_path())
+            }
+            _ => None,
+        };
+        let done = Done {
+            src,
+            dst: stored.unwrap_or(dst),
+            stored: stored.is_some(),
+            secs: t.elapsed().as_secs_f64(),
+            verified: !a.no_verify || stored.is_some(),
+        };
         total_in += r.original_len;
-        total_out += r.archive_len;
-        ui.note(format!(
-            "{} -> {}: {} -> {} bytes ({}) in {:.2}s",
-            src.display(),
-            dst.display(),
-            r.original_len,
-            r.archive_len,
-            ratio_text(r.archive_len, r.original_len),
-            secs
-        ));
-        rows.push(json!({
-            "input": src.to_string_lossy(), "output": dst.to_string_lossy(),
-            "original_bytes": r.original_len,
-            "archive_bytes": r.archive_len, "ratio": ratio(r.archive_len, r.original_len),
-            "sha256": hex::encode(r.sha256), "seconds": secs, "verified": !a.no_verify,
-            "searched_tensors": r.searched_tensors, "candidates_judged": r.judged,
-            "search_seconds": r.search_seconds,
-        }));
+        total_out += done.written(&r);
+        rows.push(done.report(&r, ui));
     }
     drop(run);
     if a.json.json {
@@ -111,6 +113,94 @@ pub fn run(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
         ));
     }
     Ok(Outcome::Ok)
+}
+
+/// In folder mode (outputs in the `-o` folder, several inputs or a folder
+/// among them), where each input is written if stored as it is: under its
+/// own name beside its archive's, checked now as the archive's path was.
+/// `None`: not in folder mode (a file compressed on its own, even into a
+/// folder, gets the archive asked for), or that path is an input (`-o` the
+/// input folder: the file is already there).
+fn as_is_paths(inputs: &[Input], plan: &Plan, force: bool) -> Result<Vec<Option<PathBuf>>> {
+    let one_named = inputs.len() == 1 && inputs[0].below.is_none();
+    if plan.folder.is_none() || one_named {
+        return Ok(vec![None; inputs.len()]);
+    }
+    inputs
+        .iter()
+        .zip(&plan.outs)
+        .map(|(i, o)| {
+            let plain = o.with_file_name(files::file_name(&i.path)?);
+            if files::input_at(&plain, inputs).is_some() {
+                return Ok(None);
+            }
+            files::check_output(&plain, inputs, force)?;
+            Ok(Some(plain))
+        })
+        .collect()
+}
+
+/// Store `src` as it is at `plain` instead of its archive `dst` (written,
+/// no smaller than `src`): the copy checked against the SHA-256 the
+/// archive recorded, then the archive removed.
+fn store_as_is(
+    src: &Path,
+    dst: &Path,
+    plain: &Path,
+    r: &CompressReport,
+    force: bool,
+) -> Result<()> {
+    files::copy_checked(src, plain, force, Some(r.sha256))?;
+    std::fs::remove_file(dst).with_context(|| format!("removing {}", dst.display()))
+}
+
+/// One input compressed, as reported.
+struct Done<'a> {
+    src: &'a Path,
+    /// The archive, or the file stored as it is.
+    dst: &'a Path,
+    /// Stored as it is ([`store_as_is`]).
+    stored: bool,
+    secs: f64,
+    /// The archive was proven, or the stored copy checked.
+    verified: bool,
+}
+
+impl Done<'_> {
+    /// Bytes written: the archive's, or the file's stored as it is.
+    fn written(&self, r: &CompressReport) -> u64 {
+        if self.stored {
+            r.original_len
+        } else {
+            r.archive_len
+        }
+    }
+
+    /// The text line (noted) and the `--json` row.
+    fn report(&self, r: &CompressReport, ui: &Ui) -> serde_json::Value {
+        let (src, dst, secs) = (self.src.display(), self.dst.display(), self.secs);
+        let out = self.written(r);
+        ui.note(if self.stored {
+            format!(
+                "{src} -> {dst}: stored as is ({} bytes; its archive would be {} bytes) in {secs:.2}s",
+                r.original_len, r.archive_len
+            )
+        } else {
+            format!(
+                "{src} -> {dst}: {} -> {out} bytes ({}) in {secs:.2}s",
+                r.original_len,
+                ratio_text(out, r.original_len),
+            )
+        });
+        json!({
+            "input": self.src.to_string_lossy(), "output": self.dst.to_string_lossy(),
+            "original_bytes": r.original_len, "stored": self.stored,
+            "archive_bytes": out, "ratio": ratio(out, r.original_len),
+            "sha256": hex::encode(r.sha256), "seconds": secs, "verified": self.verified,
+            "searched_tensors": r.searched_tensors, "candidates_judged": r.judged,
+            "search_seconds": r.search_seconds,
+        })
+    }
 }
 
 /// The prior to compress with: `--prior`'s, none with `--no-prior` or no
