@@ -108,6 +108,9 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("error: {}", message(&e));
+            if let Some(h) = hint(&e) {
+                eprintln!("hint: {h}");
+            }
             ExitCode::from(2)
         }
     }
@@ -132,6 +135,28 @@ pub(crate) fn message(e: &anyhow::Error) -> String {
     out
 }
 
+/// What to do about an error the library reports in its own terms, in
+/// this command's flags.
+fn hint(e: &anyhow::Error) -> Option<&'static str> {
+    use brevis_hub::HubError;
+    e.chain()
+        .find_map(|c| c.downcast_ref::<HubError>())
+        .and_then(|h| match h {
+            HubError::DestinationTaken { .. } => {
+                Some("pass --force to replace it, or choose another --to")
+            }
+            HubError::SourceUnchecked { .. } => Some(
+                "pass --source-endpoint (and --source-token) where the source can be read, \
+                 --local-dir to write a plain folder, or --trust-mirror to file the files \
+                 in the HF cache on the mirror's word",
+            ),
+            HubError::Unreachable { .. } => {
+                Some("the endpoint is --endpoint / HF_ENDPOINT (default https://huggingface.co)")
+            }
+            _ => None,
+        })
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
@@ -143,6 +168,18 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn library_refusals_get_this_commands_flags_as_a_hint() {
+        let e = anyhow::Error::new(brevis_hub::HubError::DestinationTaken {
+            dest: "org/x".into(),
+            reason: "is not a Brevis mirror".into(),
+        })
+        .context("mirroring org/m");
+        assert!(!message(&e).contains("--"), "{}", message(&e));
+        assert!(hint(&e).is_some_and(|h| h.contains("--force")));
+        assert!(hint(&anyhow::anyhow!("anything else")).is_none());
+    }
 
     #[test]
     fn an_io_error_is_printed_once() {

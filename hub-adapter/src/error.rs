@@ -88,6 +88,16 @@ pub enum HubError {
         /// What failed and what to do.
         reason: String,
     },
+    /// A mirror's destination holds something else (another repo's files,
+    /// or a mirror of another source): mirroring into it would replace
+    /// that, which takes `MirrorOptions::force`. Nothing was changed.
+    #[error("the destination {dest} {reason}; nothing was changed")]
+    DestinationTaken {
+        /// The destination repo.
+        dest: String,
+        /// What it holds.
+        reason: String,
+    },
     /// The repo already exists (creating it).
     #[error("repository {repo} already exists")]
     RepoExists {
@@ -199,9 +209,7 @@ pub enum HubError {
     /// name would rest on the mirror's word alone (see
     /// `PullOptions::trust_mirror`). Nothing was written.
     #[error(
-        "{source_repo}@{commit} cannot be read at {endpoint} ({why}), so nothing vouches that {mirror} holds its files; nothing was written. \
-         Pass --source-endpoint (and --source-token) where the source can be read, --local-dir to write a plain folder, \
-         or --trust-mirror to file them in the HF cache as {source_repo} on the mirror's word"
+        "{source_repo}@{commit} cannot be read at {endpoint} ({why}), so nothing vouches that {mirror} holds its files; nothing was written"
     )]
     SourceUnchecked {
         /// The mirror repo.

@@ -54,7 +54,7 @@ pub struct HubClient {
 pub const MAX_RATE_LIMIT_WAIT: Duration = Duration::from_secs(900);
 
 /// Where a token comes from, as a refused token's message names it.
-pub const DEFAULT_TOKEN_HINT: &str = "HF_TOKEN / --token";
+pub const DEFAULT_TOKEN_HINT: &str = "HF_TOKEN";
 
 /// A callback for status lines about the connection (stalls, retries).
 pub type ClientNotes = Arc<dyn Fn(&str) + Send + Sync>;

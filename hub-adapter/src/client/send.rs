@@ -539,13 +539,13 @@ impl HubClient {
             .unwrap_or_default();
         if dns {
             return Some(format!(
-                "cannot resolve the host name {host:?}: check the endpoint (--endpoint / HF_ENDPOINT) and the network"
+                "cannot resolve the host name {host:?}: check the endpoint and the network"
             ));
         }
         let ours = self.is_ours(url);
         if refused && ours && !self.reached.load(std::sync::atomic::Ordering::Relaxed) {
             return Some(
-                "the connection was refused: is the server running, and is the endpoint (--endpoint / HF_ENDPOINT) right?"
+                "the connection was refused: is the server running, and is the endpoint right?"
                     .into(),
             );
         }

@@ -237,20 +237,18 @@ async fn check_destination(
     // branch at a newer commit is an update, not a replacement.
     if !opts.force && (m.source.repo != opts.src || m.source.revision != opts.revision) {
         let _ = std::fs::remove_dir_all(work);
-        return Err(HubError::invalid(
-            "destination",
-            dest,
-            format!(
+        return Err(HubError::DestinationTaken {
+            dest: dest.to_string(),
+            reason: format!(
                 "is a Brevis mirror of {} (revision {}, commit {}), not of {} (revision {}); \
-                 mirroring into it would replace that mirror. Pass --force to replace it, or \
-                 choose another --to",
+                 mirroring into it would replace that mirror",
                 m.source.repo,
                 m.source.revision,
                 &m.source.commit[..12],
                 opts.src,
                 opts.revision
             ),
-        ));
+        });
     }
     if !mirrors_plan(&m, plan) {
         return Ok(None);
@@ -318,16 +316,14 @@ async fn refuse_non_mirror(dst: &HubClient, dest: &str, sha: &str, work: &Path) 
     if theirs.len() > NAMED {
         list.push_str(&format!(" and {} more", theirs.len() - NAMED));
     }
-    Err(HubError::invalid(
-        "destination",
-        dest,
-        format!(
+    Err(HubError::DestinationTaken {
+        dest: dest.to_string(),
+        reason: format!(
             "exists and is not a Brevis mirror (no {MANIFEST_NAME}); mirroring into it \
-             would replace or delete its {} file(s): {list}. Pass --force to replace it, \
-             or choose another --to",
+             would replace or delete its {} file(s): {list}",
             theirs.len()
         ),
-    ))
+    })
 }
 
 /// Download what is not already complete in the work folder: the hashes
