@@ -219,22 +219,27 @@ impl HubClient {
             }
         }
         let total: u64 = todo.iter().map(|(f, _)| f.hashes.size).sum();
-        progress.start(&format!("upload {repo}"), total);
+        progress.begin(&format!("upload {repo}"), todo.len(), total);
         // The futures are made first: a stream holding the closure that
         // makes them is not `Send` for every lifetime, and `mirror` sends
         // objects from spawned tasks.
         let sends: Vec<_> = todo
             .iter()
             .map(|(f, actions)| {
-                let p = progress.clone();
-                async move { self.upload_one(repo, f, actions, &*p).await }
+                let p = brevis_core::FileProgress::new(progress.clone(), f.path_in_repo.clone());
+                async move {
+                    p.start("upload", f.hashes.size);
+                    let sent = self.upload_one(repo, f, actions, &p).await;
+                    p.finish();
+                    sent
+                }
             })
             .collect();
         let results: Vec<Result<u64>> = futures_util::stream::iter(sends)
             .buffer_unordered(self.concurrency)
             .collect()
             .await;
-        progress.finish();
+        progress.end();
         let mut sent = 0;
         for r in results {
             sent += r?;
