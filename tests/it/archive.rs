@@ -462,3 +462,26 @@ fn encoder_and_decoder_stream_a_real_checkpoint() {
     );
     assert!(e.to_string().contains("SHA-256"), "{e}");
 }
+
+/// An empty file through `Decoder`: its SHA-256 is checked when it is
+/// opened, since there is no last region to check it before.
+#[test]
+fn decoder_checks_an_empty_files_sha256_too() {
+    use std::io::Read;
+    let archive = compress(b"", &CompressOptions::default()).unwrap();
+    let mut back = Vec::new();
+    brevis_core::Decoder::new(&archive[..])
+        .unwrap()
+        .read_to_end(&mut back)
+        .unwrap();
+    assert!(back.is_empty());
+    let mut bad = archive.clone();
+    bad[16] ^= 1; // the preamble's SHA-256 (docs/FORMAT.md)
+    let e = brevis_core::Decoder::new(&bad[..])
+        .err()
+        .expect("a wrong SHA-256 is an error");
+    assert!(
+        matches!(e, brevis_core::DecodeError::ShaMismatch { .. }),
+        "{e}"
+    );
+}
