@@ -723,7 +723,7 @@ fn output_in_a_missing_folder_is_refused_before_any_work() {
 }
 
 /// Files below `dir`, relative, sorted.
-fn files_below(dir: &Path) -> Vec<String> {
+pub(crate) fn files_below(dir: &Path) -> Vec<String> {
     fn go(root: &Path, d: &Path, out: &mut Vec<String>) {
         for e in std::fs::read_dir(d).unwrap().flatten() {
             let p = e.path();

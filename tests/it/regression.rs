@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use brevis_core::Archive;
 
-use crate::cli::{Out, bin, compressed_dir, corrupt_body, model_dir, names_in, run, sha256};
+use crate::cli::{
+    Out, bin, compressed_dir, corrupt_body, files_below, model_dir, names_in, run, sha256,
+};
 
 const MODEL: &str = "model.safetensors";
 const ARCHIVE: &str = "model.safetensors.brv";
@@ -202,24 +204,6 @@ fn review_05_prior_learn_writes_through_an_atomic_temp_file() {
     assert_eq!(names_in(p), [MODEL, "q.json", "q.json.tmp"]);
 }
 
-/// Files below `dir`, relative, sorted.
-fn tree(dir: &Path) -> Vec<String> {
-    fn go(root: &Path, d: &Path, out: &mut Vec<String>) {
-        for e in std::fs::read_dir(d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                go(root, &p, out);
-            } else {
-                out.push(p.strip_prefix(root).unwrap().display().to_string());
-            }
-        }
-    }
-    let mut out = Vec::new();
-    go(dir, dir, &mut out);
-    out.sort();
-    out
-}
-
 #[test]
 fn review_06_folders_are_mirrored_below_the_output_folder() {
     let d = model_dir();
@@ -232,7 +216,7 @@ fn review_06_folders_are_mirrored_below_the_output_folder() {
     let o = run(p, &["compress", "m", "-o", "packed", "-T", "1"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(
-        tree(&p.join("packed")),
+        files_below(&p.join("packed")),
         // The configs are stored as they are: their archives would be
         // bigger than they are.
         [
@@ -244,8 +228,8 @@ fn review_06_folders_are_mirrored_below_the_output_folder() {
     // And back, the same tree and bytes.
     let o = run(p, &["decompress", "packed", "-o", "restored"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert_eq!(tree(&p.join("restored")), tree(&m));
-    for f in tree(&m) {
+    assert_eq!(files_below(&p.join("restored")), files_below(&m));
+    for f in files_below(&m) {
         assert_eq!(
             sha256(&p.join("restored").join(&f)),
             sha256(&m.join(&f)),
@@ -258,7 +242,7 @@ fn review_06_folders_are_mirrored_below_the_output_folder() {
     let o = run(p, &["compress", "one", "-o", "one-packed", "--no-prior"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(p.join("one-packed").is_dir());
-    assert_eq!(tree(&p.join("one-packed")), [ARCHIVE]);
+    assert_eq!(files_below(&p.join("one-packed")), [ARCHIVE]);
 }
 
 #[test]
@@ -419,7 +403,7 @@ fn review_19_symlinked_folders_are_not_followed_and_dangling_links_named() {
     let o = run(p, &["compress", "m", "-o", "out", "--no-prior"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(
-        tree(&p.join("out")),
+        files_below(&p.join("out")),
         ["linked.safetensors.brv", "sub/model.safetensors.brv"]
     );
     std::os::unix::fs::symlink("nowhere", m.join("dangling")).unwrap();
