@@ -95,6 +95,7 @@ mod dtype;
 mod encode;
 mod entropy;
 mod error;
+mod formats;
 mod fsutil;
 mod pool;
 mod progress;

@@ -6,53 +6,60 @@ use std::borrow::Cow;
 use std::path::Path;
 
 use super::io;
-use crate::container::layout::{self, MAX_SAFETENSORS_HEADER};
+use crate::container::layout::MAX_SAFETENSORS_HEADER;
 use crate::container::{ReadAt, SegmentDesc, SegmentKind};
 use crate::error::EncodeError;
+use crate::formats;
 use crate::search::{self, Target};
 use crate::words::bytes_to_words;
 
-/// Split a source into segments. `strict`: a malformed safetensors header is
-/// an error rather than plain bytes.
+/// Split a source into segments with the first format reader that finds
+/// tensors in it (see [`crate::formats`]); plain bytes otherwise.
+/// `strict`: a file that claims to be safetensors but is malformed is an
+/// error rather than plain bytes.
 pub(crate) fn segments_of(
     src: &dyn ReadAt,
     name: &Path,
     strict: bool,
 ) -> Result<Vec<SegmentDesc>, EncodeError> {
+    Ok(read_segments(src, name, strict)?.segments)
+}
+
+/// [`segments_of`], with the format found and the readers that refused.
+pub(crate) fn read_segments(
+    src: &dyn ReadAt,
+    name: &Path,
+    strict: bool,
+) -> Result<formats::Found, EncodeError> {
     let label = name.display().to_string();
-    let len = src.len().map_err(|e| io(&label, e))?;
-    let mut head = [0u8; 9];
-    if len < 9 {
-        return Ok(layout::plain_segments(len));
-    }
-    src.read_exact_at(0, &mut head).map_err(|e| io(&label, e))?;
-    let n = u64::from_le_bytes(head[..8].try_into().expect("8"));
-    let looks = head[8] == b'{' && n <= MAX_SAFETENSORS_HEADER && n + 8 <= len;
-    if !looks {
-        if strict {
-            return Err(EncodeError::Safetensors {
-                path: label,
-                reason: if n > MAX_SAFETENSORS_HEADER || n + 8 > len {
-                    format!("header length {n} does not fit the {len}-byte file")
-                } else {
-                    "header does not start with '{'".into()
-                },
-            });
-        }
-        return Ok(layout::plain_segments(len));
-    }
-    let mut prefix = vec![0u8; 8 + n as usize];
-    src.read_exact_at(0, &mut prefix)
-        .map_err(|e| io(&label, e))?;
-    match layout::safetensors_segments(&prefix, len) {
-        Ok(Some(s)) => Ok(s),
-        Ok(None) => Ok(layout::plain_segments(len)),
-        Err(reason) if strict => Err(EncodeError::Safetensors {
+    let found = formats::read(src).map_err(|e| io(&label, e))?;
+    if strict && found.format != Some("safetensors") {
+        let reason = match found.refused.iter().find(|(f, _)| *f == "safetensors") {
+            Some((_, reason)) => reason.clone(),
+            None => not_safetensors(src).map_err(|e| io(&label, e))?,
+        };
+        return Err(EncodeError::Safetensors {
             path: label,
             reason,
-        }),
-        Err(_) => Ok(layout::plain_segments(len)),
+        });
     }
+    Ok(found)
+}
+
+/// Why a file is no safetensors file at all.
+fn not_safetensors(src: &dyn ReadAt) -> std::io::Result<String> {
+    let len = src.len()?;
+    if len < 9 {
+        return Ok(format!("{len} bytes, too short for a header"));
+    }
+    let mut head = [0u8; 9];
+    src.read_exact_at(0, &mut head)?;
+    let n = u64::from_le_bytes(head[..8].try_into().expect("8"));
+    Ok(if n > MAX_SAFETENSORS_HEADER || n.saturating_add(8) > len {
+        format!("header length {n} does not fit the {len}-byte file")
+    } else {
+        "header does not start with '{'".into()
+    })
 }
 
 /// The `len` bytes of `src` at `offset`: borrowed from a source in memory

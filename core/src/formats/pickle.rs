@@ -1,0 +1,1 @@
+//! A restricted pickle reader that executes nothing. Not written yet (a stub).
