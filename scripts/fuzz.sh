@@ -25,7 +25,9 @@ secs="${1:-30}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(decode_raw decode_structured roundtrip program serve_request)
+    targets=(decode_raw decode_structured roundtrip program serve_request
+             read_safetensors read_gguf read_pytorch read_npy read_npz read_onnx
+             read_ctranslate2)
 fi
 export RUSTC_BOOTSTRAP=1
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"

@@ -141,6 +141,19 @@ pub mod fuzzing {
     ) -> Result<Node, crate::DecodeError> {
         archive.program(s, r)
     }
+
+    /// Run the reader of `format` (a name [`crate::formats`] lists) on
+    /// `data`, skipping its `detect`, and tile what it found: the segments,
+    /// or the reader's reason for refusing the bytes. `None` for an unknown
+    /// format name. Panics if the segments do not tile `data` exactly.
+    pub fn read_as(format: &str, data: &[u8]) -> Option<Result<Vec<crate::SegmentDesc>, String>> {
+        crate::formats::read_as(format, data)
+    }
+
+    /// The format names the readers know, in the order they are tried.
+    pub fn formats() -> Vec<&'static str> {
+        crate::formats::names()
+    }
 }
 
 /// Version of the `.brv` format this crate writes (and the newest it reads).

@@ -230,6 +230,7 @@ fn fuzz_artifacts_replay() {
                 "roundtrip" => harness::roundtrip(&data),
                 "program" => harness::program(&data),
                 "serve_request" => harness::serve_request(&data),
+                t if t.starts_with("read_") => harness::read_format(&t["read_".len()..], &data),
                 other => panic!("artifacts of unknown target {other}"),
             }
         });

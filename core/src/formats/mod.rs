@@ -148,6 +148,28 @@ pub(crate) fn read(src: &dyn ReadAt) -> std::io::Result<Found> {
     })
 }
 
+/// Run one reader by name on `data` without its `detect` (the fuzz
+/// targets' way in) and check that the segments tile `data`.
+pub(crate) fn read_as(format: &str, data: &[u8]) -> Option<Result<Vec<SegmentDesc>, String>> {
+    let r = readers().into_iter().find(|r| r.name() == format)?;
+    let len = data.len() as u64;
+    let found = if format == "safetensors" {
+        safetensors::segments(&data, len)
+    } else {
+        r.tensors(&data, len).map(|t| tile(t, len))
+    };
+    if let Ok(segs) = &found {
+        let mut pos = 0;
+        for s in segs {
+            assert_eq!(s.offset, pos, "segments tile the file");
+            assert!(s.len > 0 && s.len % s.dtype.word_bytes() as u64 == 0);
+            pos += s.len;
+        }
+        assert_eq!(pos, len, "segments cover the file");
+    }
+    Some(found)
+}
+
 /// A file read as no format: one bytes segment (none when empty).
 pub(crate) fn plain(len: u64) -> Vec<SegmentDesc> {
     if len == 0 {
