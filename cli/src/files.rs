@@ -271,8 +271,11 @@ pub(crate) fn is_brv(p: &Path) -> bool {
     p.extension().is_some_and(|e| e == "brv")
 }
 
-pub(crate) fn is_safetensors(p: &Path) -> bool {
-    p.extension().is_some_and(|e| e == "safetensors")
+/// Whether a format reader finds tensors in `p` (safetensors, GGUF,
+/// PyTorch, ONNX, ...), from its first bytes; a file that cannot be read
+/// has none (compressing it says why).
+pub(crate) fn has_tensors(p: &Path) -> bool {
+    matches!(brevis_core::detect_container(p), Ok(Some(_)))
 }
 
 /// `p`'s file name as the file system has it (not necessarily UTF-8: an

@@ -1,7 +1,7 @@
 //! Hugging Face Hub adapter for Brevis.
 //!
 //! A compressed *mirror* of a Hub model repo holds one `.brv` archive per
-//! safetensors shard, every other file unchanged, a `brevis.manifest.json`
+//! weight file (any container), every other file as it is, a `brevis.manifest.json`
 //! (source repo and commit; per file its size, SHA-256 and archive) and the
 //! prior the shards were compressed with. This crate moves such mirrors to and
 //! from a Hub:

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::Outcome;
 use crate::args::{Budget, Json, Output, PriorChoice, Threads};
-use crate::files::{self, Input, Plan, Want, about, is_safetensors, ratio, ratio_text};
+use crate::files::{self, Input, Plan, Want, about, has_tensors, ratio, ratio_text};
 use crate::progress::Ui;
 
 /// Compress files or folders into `.brv` archives.
@@ -197,14 +197,14 @@ impl Done<'_> {
             "original_bytes": r.original_len, "stored": self.stored,
             "archive_bytes": out, "ratio": ratio(out, r.original_len),
             "sha256": hex::encode(r.sha256), "seconds": secs, "verified": self.verified,
-            "searched_tensors": r.searched_tensors, "candidates_judged": r.judged,
+            "container": r.format, "searched_tensors": r.searched_tensors, "candidates_judged": r.judged,
             "search_seconds": r.search_seconds,
         })
     }
 }
 
 /// The prior to compress with: `--prior`'s, none with `--no-prior` or no
-/// safetensors among the inputs, else one learned from all the shards.
+/// weight file (a container with tensors) among the inputs, else one learned from all the shards.
 fn choose_prior(
     choice: &PriorChoice,
     inputs: &[Input],
@@ -214,7 +214,7 @@ fn choose_prior(
     let shards: Vec<&Path> = inputs
         .iter()
         .map(|i| i.path.as_path())
-        .filter(|p| is_safetensors(p))
+        .filter(|p| has_tensors(p))
         .collect();
     if let Some(p) = &choice.prior {
         return Ok(Some(Arc::new(files::load_prior(p)?)));

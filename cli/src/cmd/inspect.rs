@@ -17,7 +17,7 @@ use crate::progress::Ui;
 /// Show each tensor's program and what it saved.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Example:\n  brevis-hub inspect model.safetensors.brv --json | jq '.summary'\n\nThe archive of an empty file has no ratio: n/a in the text."
+    after_help = "Example:\n  brevis-hub inspect model.safetensors.brv --json | jq '.summary'\n\nThe first line names the source's container (safetensors, gguf, pytorch,\nnpy, npz, onnx, ctranslate2, or plain bytes) and how many tensor segments\nit was read as. The archive of an empty file has no ratio: n/a in the text."
 )]
 pub struct InspectArgs {
     /// The archive.
@@ -52,11 +52,19 @@ pub fn run(a: InspectArgs, _ui: &Ui) -> Result<Outcome> {
         .map(|(p, (n, lit))| json!({"production": p, "nodes": n, "literal_payload_bytes": lit}))
         .collect();
     let info = ar.info();
+    // What the source was: a container a format reader knows, else bytes.
+    let container = ar.format().map_err(|e| about("", &a.archive, e))?;
+    let tensor_segments = ar
+        .segments()
+        .iter()
+        .filter(|s| s.desc.kind == SegmentKind::Tensor)
+        .count();
     if a.json.json {
         outln!(
             "{}",
             serde_json::to_string_pretty(&json!({
             "archive": a.archive, "format_version": info.format_version,
+            "container": container, "tensor_segments": tensor_segments,
             "original_bytes": info.original_len, "archive_bytes": info.archive_len,
             "sha256": hex::encode(info.sha256), "segments": c.rows,
             "summary": summary, "productions": productions}))?
@@ -64,9 +72,11 @@ pub fn run(a: InspectArgs, _ui: &Ui) -> Result<Outcome> {
         return Ok(Outcome::Ok);
     }
     outln!(
-        "{}: format v{}, {} -> {} bytes ({}), sha256 {}",
+        "{}: format v{}, source {} ({} tensor segments), {} -> {} bytes ({}), sha256 {}",
         a.archive.display(),
         info.format_version,
+        container.unwrap_or("plain bytes"),
+        tensor_segments,
         info.original_len,
         info.archive_len,
         ratio_text(info.archive_len, info.original_len),

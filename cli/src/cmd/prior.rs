@@ -53,10 +53,10 @@ fn learn(a: LearnArgs, ui: &Ui) -> Result<Outcome> {
     let inputs: Vec<Input> = found
         .files
         .into_iter()
-        .filter(|i| files::is_safetensors(&i.path))
+        .filter(|i| files::has_tensors(&i.path))
         .collect();
     if inputs.is_empty() {
-        bail!("no .safetensors files under the given paths");
+        bail!("no weight files (safetensors, GGUF, PyTorch, ONNX, ...) under the given paths");
     }
     // Before the (long) learning: an input, or an existing file
     // without --force, is refused.

@@ -284,11 +284,30 @@ impl<R: ReadAt> Archive<R> {
 
     /// Decode one tensor alone, by name: only the header and the regions
     /// that hold the tensor are decoded (small tensors share a segment).
+    /// In a container other than safetensors, a tensor is found by its
+    /// segment's name (small tensors coded together in one segment are
+    /// not found one by one).
     pub fn tensor(&self, name: &str) -> Result<Option<Vec<u8>>, DecodeError> {
-        match self.tensors()?.into_iter().find(|t| t.name == name) {
-            Some(t) => self.read_range(t.offset, t.len).map(Some),
+        if let Some(t) = self.tensors()?.into_iter().find(|t| t.name == name) {
+            return self.read_range(t.offset, t.len).map(Some);
+        }
+        match self
+            .segments
+            .iter()
+            .position(|s| s.desc.kind == super::SegmentKind::Tensor && s.desc.name == name)
+        {
+            Some(s) => self.decode_segment(s).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// The container format the source's first bytes claim (`"safetensors"`,
+    /// `"gguf"`, `"pytorch"`, ...; see `brevis-hub inspect`), `None` for
+    /// none a format reader knows. Decodes only the first region.
+    pub fn format(&self) -> Result<Option<&'static str>, DecodeError> {
+        let len = self.pre.original_len;
+        let head = self.read_range(0, len.min(crate::formats::HEAD_LEN as u64))?;
+        Ok(crate::formats::detect(&head, len))
     }
 
     /// Decode bytes `offset..offset+len` of the original file.

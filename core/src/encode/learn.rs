@@ -57,7 +57,8 @@ impl LearnOptions {
 
 impl Prior {
     /// Learn a prior from a stratified sample of the tensors of these files
-    /// (safetensors; other files are skipped): tensors are grouped by dtype,
+    /// (every container a format reader knows; files with no tensors are
+    /// skipped): tensors are grouped by dtype,
     /// role and size class, each group gets a share of the sample (see
     /// `quotas`) taken across its whole length (see `spread`), and the
     /// sample is searched with a large budget under the uniform prior, the
@@ -69,7 +70,12 @@ impl Prior {
         let mut opened = Vec::new();
         for (fi, path) in files.iter().enumerate() {
             let f = std::fs::File::open(path).map_err(|e| EncodeError::io(*path, e))?;
-            let segs = segments_of(&f, path, true)?;
+            // A file named safetensors must be one; any other is read by
+            // whichever format reader knows it (or has no tensors).
+            let strict = path
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("safetensors"));
+            let segs = segments_of(&f, path, strict)?;
             for s in segs {
                 if s.kind == SegmentKind::Tensor {
                     let key = format!(

@@ -30,7 +30,7 @@ use crate::error::EncodeError;
 use crate::pool::pool;
 use check::self_check;
 use regions::encode_segments;
-use segments::segments_of;
+use segments::read_segments;
 use whole::{WHOLE_FILE_MAX, whole_may_win};
 
 fn io(path: &str, e: std::io::Error) -> EncodeError {
@@ -79,7 +79,23 @@ fn compress_on_pool<W: Sink>(
 ) -> Result<CompressReport, EncodeError> {
     let label = name.display().to_string();
     let len = src.len().map_err(|e| io(&label, e))?;
-    let descs = segments_of(src, name, opts.strict_safetensors)?;
+    let found = read_segments(src, name, opts.strict_safetensors)?;
+    let format = found.format;
+    let with_format = |r: CompressReport| CompressReport { format, ..r };
+    compress_segments(src, name, len, found.segments, out, opts).map(with_format)
+}
+
+/// Code the segments of a source: tensors by their programs, plain bytes
+/// generically; a small file also whole, when that is smaller.
+fn compress_segments<W: Sink>(
+    src: &dyn ReadAt,
+    name: &Path,
+    len: u64,
+    descs: Vec<crate::container::SegmentDesc>,
+    out: &mut W,
+    opts: &CompressOptions,
+) -> Result<CompressReport, EncodeError> {
+    let label = name.display().to_string();
     let has_tensors = descs.iter().any(|d| d.kind == SegmentKind::Tensor);
     if !has_tensors {
         // Plain bytes: small files in one region (one zstd window).

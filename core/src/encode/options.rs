@@ -107,4 +107,7 @@ pub struct CompressReport {
     pub judged: u64,
     /// Wall time of the search phase.
     pub search_seconds: f64,
+    /// The container whose tensors were read (`"safetensors"`, `"gguf"`,
+    /// `"pytorch"`, ...), `None` when the file was coded as plain bytes.
+    pub format: Option<&'static str>,
 }

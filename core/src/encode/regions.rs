@@ -121,6 +121,7 @@ pub(super) fn encode_segments<W: Write + Seek>(
         searched_tensors,
         judged,
         search_seconds,
+        format: None,
     })
 }
 

@@ -310,3 +310,13 @@ pub(crate) fn read_meta(
         .map_err(|e| format!("reading {len} bytes at {offset}: {e}"))?;
     Ok(buf)
 }
+
+/// The container format a file's first bytes claim: `"safetensors"`,
+/// `"gguf"`, `"pytorch"`, `"npy"`, `"npz"`, `"onnx"` or `"ctranslate2"`;
+/// `None` for a file no format reader knows (it is coded as plain bytes).
+/// Reads at most the first 64 bytes; the name of the file plays no part.
+pub fn detect_container(path: &std::path::Path) -> std::io::Result<Option<&'static str>> {
+    let f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    Ok(detect(&head(&f, len)?, len))
+}

@@ -1,5 +1,7 @@
-//! Building a mirror's stored files: each safetensors shard compressed
-//! and proven, by decoding, to be the source's bytes.
+//! Building a mirror's stored files: each weight file (and each large
+//! file) compressed and proven, by decoding, to be the source's bytes; a
+//! file whose archive is no smaller (and is no safetensors shard) stored
+//! as it is.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,6 +16,7 @@ use crate::manifest::{Encoding, FileEntry};
 
 use super::mirror::Work;
 use super::options::MirrorOptions;
+use super::plan::is_safetensors;
 use super::{blocking, codec_err_d, codec_err_e};
 
 /// The stored form of the source file `f` (hashes `h`): its archive (built
@@ -28,9 +31,28 @@ pub(super) async fn store(
     h: &FileHashes,
 ) -> Result<(FileEntry, UploadFile)> {
     let sha_hex = h.sha256_hex();
+    let (mut enc, mut archive) = (enc, archive);
     let stored = match enc {
         Encoding::Identity => work.src.join(&f.path),
-        Encoding::Brv => build_archive(opts, prior, work, f, archive, h).await?,
+        Encoding::Brv => {
+            let out = build_archive(opts, prior, work, f, archive, h).await?;
+            let len = std::fs::metadata(&out)
+                .map_err(|e| HubError::io(&out, e))?
+                .len();
+            if len < f.size || is_safetensors(&f.path) {
+                out
+            } else {
+                // No smaller: the file itself, under its own name (which
+                // no other file of the plan can have, see `plan_names`).
+                (opts.notes)(&format!(
+                    "{}: the archive is no smaller, stored as it is",
+                    f.path
+                ));
+                let _ = std::fs::remove_file(&out);
+                (enc, archive) = (Encoding::Identity, f.path.as_str());
+                work.src.join(&f.path)
+            }
+        }
     };
     // A file of 10 MiB or more goes by LFS on the Hub (and on `serve`):
     // its SHA-256 is its identity there, and its blob id (a second pass

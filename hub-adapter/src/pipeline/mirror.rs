@@ -17,7 +17,7 @@ use crate::paths::{check_globs, check_repo_id, check_revision, selected};
 use super::archive::store;
 use super::download::{fetch_manifest, run_size};
 use super::options::MirrorOptions;
-use super::plan::{check_plan, is_safetensors, plan_names};
+use super::plan::{check_plan, is_weight, plan_names};
 use super::report::{MirrorReport, model_card};
 use super::work::lock_work;
 use super::{blocking, codec_err_d, codec_err_e, nothing_selected, safe_name};
@@ -28,7 +28,7 @@ fn same_content(remote: &RepoFile, h: &FileHashes) -> bool {
             || h.git_oid.as_deref() == Some(remote.oid.as_str()))
 }
 
-/// Download `opts.src`, compress its safetensors shards, prove each decodes to
+/// Download `opts.src`, compress its weight files, prove each decodes to
 /// the Hub's SHA-256, and upload the mirror with `dst` (which may be another
 /// endpoint). Re-runs upload only what the destination lacks; a destination
 /// that already matches is left alone.
@@ -466,11 +466,14 @@ struct PriorText {
 
 /// `opts.prior`, else one learned from the source's shards.
 async fn prior(opts: &MirrorOptions, plan: &Plan, work: &Work) -> Result<PriorText> {
+    // Every weight file whose bytes a format reader knows, whatever its
+    // container: one prior for all of the repo's tensors.
     let shards: Vec<PathBuf> = plan
         .files
         .iter()
-        .filter(|f| is_safetensors(&f.path))
+        .filter(|f| is_weight(&f.path))
         .map(|f| work.src.join(&f.path))
+        .filter(|p| matches!(brevis_core::detect_container(p), Ok(Some(_))))
         .collect();
     let json = if let Some(p) = &opts.prior {
         let text = std::fs::read_to_string(p).map_err(|e| HubError::io(p, e))?;
@@ -539,8 +542,9 @@ async fn compress_and_prove(
     let compressed: Result<()> = async {
         for ((f, (archive, enc)), h) in plan.files.iter().zip(&plan.names).zip(hashes) {
             let (entry, upload) = store(opts, prior, work, f, archive, *enc, h).await?;
+            let archived = entry.encoding == Encoding::Brv;
             built.files.push(entry);
-            if *enc == Encoding::Brv {
+            if archived {
                 let slot = slots.clone();
                 let (to, file) = (plan.dest.clone(), upload.clone());
                 sending.spawn(send_object(dst.clone(), to, file, slot));

@@ -144,9 +144,10 @@ pub(super) fn model_card(m: &Manifest, dest: &str, endpoint: &str, mirror_bytes:
     s.push_str(&format!("# {} (Brevis mirror)\n\n", src.repo));
     s.push_str(&format!(
         "A lossless, compressed mirror of [{}]({}/{}) at commit `{}` (revision `{}`).\n\
-         Every safetensors shard is stored as a `.brv` archive that decodes to the exact \
-         original bytes (checked against the source's LFS SHA-256 before upload); every \
-         other file is stored unchanged. `{MANIFEST_NAME}` lists every file and its hash.\n\n",
+         Every weight file (safetensors, GGUF, PyTorch, ONNX, ...) and every other file of \
+         1 MiB or more whose archive is smaller is stored as a `.brv` archive that decodes \
+         to the exact original bytes (checked against the source's SHA-256 before upload); \
+         every other file is stored unchanged. `{MANIFEST_NAME}` lists every file and its hash.\n\n",
         src.repo, endpoint, src.repo, src.commit, src.revision
     ));
     s.push_str("| file | original | stored | ratio |\n|---|---:|---:|---:|\n");
