@@ -104,7 +104,8 @@ fn compress_segments<W: Sink>(
         } else {
             opts.region_words
         };
-        return encode_segments(src, name, descs, region, 19, out, opts);
+        let level = plain_level(src, len).map_err(|e| io(&label, e))?;
+        return encode_segments(src, name, descs, region, level, out, opts);
     }
     // The whole-file alternative is a search over programs too: budget 0
     // (no search) writes only the incumbent literals.
@@ -166,6 +167,36 @@ fn compress_segments<W: Sink>(
         }
     }
     Ok(report)
+}
+
+/// zstd level of a file no format reader knows, unless a sample says
+/// otherwise: some 50 MB/s and more a thread.
+const PLAIN_LEVEL: i32 = 6;
+/// zstd's slowest level (a few MB/s): only where it pays.
+const PLAIN_ULTRA_LEVEL: i32 = 19;
+/// Bytes of the sample that judges the two levels (the middle of the file).
+const PLAIN_SAMPLE: u64 = 1 << 20;
+/// Percent of the sample [`PLAIN_ULTRA_LEVEL`] must save over
+/// [`PLAIN_LEVEL`] to be paid for on the whole file (text such as a
+/// tokenizer's JSON gains 10% and more; weights of an unknown container
+/// gain nothing).
+const PLAIN_ULTRA_GAIN_PERCENT: usize = 2;
+
+/// The zstd level for a file of plain bytes: [`PLAIN_LEVEL`], or
+/// [`PLAIN_ULTRA_LEVEL`] when a bounded sample shows it pays.
+fn plain_level(src: &dyn ReadAt, len: u64) -> std::io::Result<i32> {
+    let n = len.min(PLAIN_SAMPLE);
+    if n == 0 {
+        return Ok(PLAIN_LEVEL);
+    }
+    let sample = segments::read_cow(src, (len - n) / 2, n as usize)?;
+    let z = |level| crate::entropy::zstd_compress(&sample, level).map(|z| z.len());
+    let (fast, ultra) = (z(PLAIN_LEVEL)?, z(PLAIN_ULTRA_LEVEL)?);
+    Ok(if ultra * 100 <= fast * (100 - PLAIN_ULTRA_GAIN_PERCENT) {
+        PLAIN_ULTRA_LEVEL
+    } else {
+        PLAIN_LEVEL
+    })
 }
 
 fn file_label(p: &Path) -> String {
