@@ -217,7 +217,7 @@ impl Machine<'_> {
         Ok(s)
     }
 
-    fn new(&mut self, v: Value) -> Step<Id> {
+    fn alloc(&mut self, v: Value) -> Step<Id> {
         if self.vals.len() >= MAX_VALUES {
             return Err(format!("more than {MAX_VALUES} values"));
         }
@@ -232,7 +232,7 @@ impl Machine<'_> {
         Ok(())
     }
     fn push(&mut self, v: Value) -> Step<()> {
-        let id = self.new(v)?;
+        let id = self.alloc(v)?;
         self.push_id(id)
     }
     fn pop(&mut self) -> Step<Id> {
@@ -670,7 +670,10 @@ pub(crate) mod tests {
     /// A protocol-2 pickle of `{name: _rebuild_tensor_v2(storage(key,
     /// dtype, numel), offset, size, stride, False, OrderedDict())}` for
     /// each tensor, as torch.save writes it.
-    pub(crate) fn state_dict(tensors: &[(&str, &str, &str, u64, u64, &[u64])]) -> Vec<u8> {
+    /// (name, storage type, key, numel, offset, size) of one tensor.
+    pub(crate) type Spec<'a> = (&'a str, &'a str, &'a str, u64, u64, &'a [u64]);
+
+    pub(crate) fn state_dict(tensors: &[Spec]) -> Vec<u8> {
         let mut p = vec![0x80, 2, b'}', b'q', 0, b'('];
         let mut memo = 1u32;
         let mut put = |p: &mut Vec<u8>| {
@@ -788,5 +791,23 @@ pub(crate) mod tests {
             let u = load(&p[..n]);
             assert!(u.stopped.is_some(), "cut at {n}");
         }
+    }
+
+    #[test]
+    fn names_torchscript_attributes() {
+        // An object (NEWOBJ) whose BUILD state holds a submodule holding
+        // the tensor, as TorchScript's data.pkl does.
+        let inner = state_dict(&[("weight", "FloatStorage", "0", 4, 0, &[4])]);
+        let body = &inner[2..inner.len() - 1];
+        let mut p = b"\x80\x02c__torch__.Top\nTop\n)\x81}X\x03\x00\x00\x00enc".to_vec();
+        p.extend_from_slice(b"c__torch__.Enc\nEnc\n)\x81");
+        p.extend_from_slice(body);
+        p.extend_from_slice(b"bsb.");
+        let u = load(&p);
+        assert_eq!(u.stopped, None);
+        assert_eq!(
+            u.tensors[0].path,
+            Some(vec!["enc".to_string(), "weight".to_string()])
+        );
     }
 }

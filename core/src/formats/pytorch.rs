@@ -95,10 +95,8 @@ impl Reader for PyTorch {
                 return Err(format!("more than {MAX_TENSORS} storages"));
             }
         }
-        if spans.is_empty() {
-            if let Some(why) = stopped {
-                return Err(why);
-            }
+        if let (true, Some(why)) = (spans.is_empty(), stopped) {
+            return Err(why);
         }
         Ok(spans)
     }
@@ -246,5 +244,102 @@ mod tests {
     fn not_torch_without_data_pkl() {
         let f = build(&[("archive/other", b"x")], 64, false);
         assert!(PyTorch.tensors(&&f[..], f.len() as u64).is_err());
+    }
+
+    const SAMPLE: &[u8] = include_bytes!("../../../testdata/pytorch/astra_subset.pt");
+    const TWIN: &[u8] = include_bytes!("../../../testdata/astra-bf16/model.safetensors");
+
+    #[test]
+    fn real_sample_reads_as_its_safetensors_twin() {
+        let found = crate::formats::read(&SAMPLE).unwrap();
+        assert_eq!(found.format, Some("pytorch"));
+        let tensors: Vec<_> = found
+            .segments
+            .iter()
+            .filter(|s| s.kind == crate::container::SegmentKind::Tensor)
+            .collect();
+        assert_eq!(tensors.len(), 10);
+        let twin = crate::formats::safetensors::segments(&TWIN, TWIN.len() as u64).unwrap();
+        for t in &tensors {
+            let s = twin
+                .iter()
+                .find(|s| s.name == t.name)
+                .unwrap_or_else(|| panic!("{}", t.name));
+            assert_eq!((t.dtype, &t.shape), (s.dtype, &s.shape), "{}", t.name);
+            let (a, b) = (t.offset as usize, s.offset as usize);
+            assert_eq!(
+                &SAMPLE[a..a + t.len as usize],
+                &TWIN[b..b + s.len as usize],
+                "{}",
+                t.name
+            );
+        }
+        let names: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
+        assert!(names.contains(&"conv1.weight") && names.contains(&"bn1.num_batches_tracked"));
+    }
+
+    /// Deterministic xorshift for the mutations.
+    fn rng(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    #[test]
+    fn hostile_variants_never_panic() {
+        let f = SAMPLE;
+        // Truncation: every byte of the head and tail, every 61st between.
+        let n = f.len();
+        let cuts = (0..2048)
+            .chain((2048..n - 2048).step_by(61))
+            .chain(n - 2048..n);
+        for cut in cuts {
+            let _ = crate::formats::read_as("pytorch", &f[..cut]);
+        }
+        // Byte flips in the pickle, the local headers and the directory.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let cd = n - 1200;
+        for _ in 0..3000 {
+            let mut g = f.to_vec();
+            for _ in 0..1 + rng(&mut state) % 4 {
+                let r = rng(&mut state) as usize;
+                let at = if r.is_multiple_of(2) {
+                    r / 2 % 1100
+                } else {
+                    cd + r / 2 % 1200
+                };
+                g[at] ^= 1 << (r % 8);
+            }
+            let _ = crate::formats::read_as("pytorch", &g);
+        }
+    }
+
+    #[test]
+    fn round_trips_exactly_sample_and_hostile() {
+        let opts = crate::CompressOptions::default().threads(1);
+        let mut lying = SAMPLE.to_vec();
+        // The central directory says data/0 is 8 bytes longer than it is.
+        let cd = lying.windows(4).rposition(|w| w == b"PK\x01\x02").unwrap();
+        let first = lying[..cd]
+            .windows(4)
+            .position(|w| w == b"PK\x01\x02")
+            .unwrap();
+        let at = first
+            + lying[first..]
+                .windows(18)
+                .position(|w| w == b"archive/data/0PK\x01\x02")
+                .unwrap()
+            - 46;
+        let size = u32::from_le_bytes(lying[at + 20..at + 24].try_into().unwrap()) + 8;
+        lying[at + 20..at + 24].copy_from_slice(&size.to_le_bytes());
+        lying[at + 24..at + 28].copy_from_slice(&size.to_le_bytes());
+        let t = PyTorch.tensors(&&lying[..], lying.len() as u64).unwrap();
+        assert_eq!(t.len(), 9, "the lying entry is opaque, the others kept");
+        assert!(t.iter().all(|s| s.name != "conv1.weight"));
+        for f in [SAMPLE.to_vec(), lying, SAMPLE[..SAMPLE.len() / 2].to_vec()] {
+            let a = crate::compress(&f, &opts).unwrap();
+            assert_eq!(crate::decompress(&a).unwrap(), f);
+        }
     }
 }

@@ -19,6 +19,9 @@ const LOCAL_SIG: u32 = 0x0403_4b50;
 const EOCD_SIG: u32 = 0x0605_4b50;
 const EOCD64_LOCATOR_SIG: u32 = 0x0706_4b50;
 const EOCD64_SIG: u32 = 0x0606_4b50;
+const DESCRIPTOR_SIG: u32 = 0x0807_4b50;
+/// Most bytes of a data descriptor (signature, crc, two 64-bit sizes).
+const DESCRIPTOR_MAX: u64 = 24;
 /// Fixed bytes of an end-of-central-directory record.
 const EOCD_LEN: u64 = 22;
 /// Fixed bytes of a ZIP64 end-of-central-directory locator.
@@ -252,10 +255,8 @@ fn zip64_extra(
         if *compressed == FULL {
             *compressed = b.u64()?;
         }
-        if let Some(l) = local {
-            if *l == FULL {
-                *l = b.u64()?;
-            }
+        if let Some(l) = local.filter(|l| **l == FULL) {
+            *l = b.u64()?;
         }
         return Some(());
     }
@@ -286,8 +287,8 @@ fn local_data(src: &dyn ReadAt, len: u64, cd_off: u64, e: &Entry) -> Option<u64>
         return None;
     }
     zip64_extra(extra, &mut size, &mut compressed, None)?;
-    let descriptor = flags & 8 != 0 && size == 0 && compressed == 0;
-    if !descriptor && (size != e.size || compressed != e.compressed) {
+    let deferred = flags & 8 != 0 && size == 0 && compressed == 0;
+    if !deferred && (size != e.size || compressed != e.compressed) {
         return None;
     }
     let data = e
@@ -295,7 +296,33 @@ fn local_data(src: &dyn ReadAt, len: u64, cd_off: u64, e: &Entry) -> Option<u64>
         .checked_add(LOCAL_LEN as u64)?
         .checked_add(name_len + extra_len)?;
     let end = data.checked_add(e.compressed)?;
-    (end <= cd_off && end <= len).then_some(data)
+    if end > cd_off || end > len {
+        return None;
+    }
+    if deferred && !descriptor_agrees(src, cd_off, end, e) {
+        return None;
+    }
+    Some(data)
+}
+
+/// Whether the data descriptor at `at` (optional signature, crc, then
+/// 32- or 64-bit sizes) states entry `e`'s sizes.
+fn descriptor_agrees(src: &dyn ReadAt, cd_off: u64, at: u64, e: &Entry) -> bool {
+    let n = cd_off.saturating_sub(at).min(DESCRIPTOR_MAX);
+    let Ok(d) = read_meta(src, cd_off, at, n) else {
+        return false;
+    };
+    let body = match d.strip_prefix(&DESCRIPTOR_SIG.to_le_bytes()) {
+        Some(b) => b,
+        None => &d[..],
+    };
+    let mut c = Cursor::new(body);
+    let _crc = c.u32();
+    let mut c64 = c.clone();
+    let small = (c.u32(), c.u32()) == (Some(e.compressed as u32), Some(e.size as u32))
+        && e.compressed < 0xffff_ffff
+        && e.size < 0xffff_ffff;
+    small || (c64.u64(), c64.u64()) == (Some(e.compressed), Some(e.size))
 }
 
 #[cfg(test)]
