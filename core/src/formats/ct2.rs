@@ -21,7 +21,7 @@
 //! bytes.
 
 use super::onnx::{Window, shape};
-use super::{MAX_TENSORS, Reader, Span};
+use super::{MAX_META, MAX_TENSORS, Reader, Span};
 use crate::container::ReadAt;
 use crate::dtype::Dtype;
 
@@ -94,6 +94,7 @@ impl Reader for Ct2 {
             return Err(format!("{count} variables, more than {MAX_TENSORS}"));
         }
         let mut spans = Vec::new();
+        let mut names = 0u64;
         for i in 0..count {
             let name = string(&mut r, &mut pos).map_err(|e| format!("variable {i}: {e}"))?;
             let rank = r.get(pos, 1)?[0];
@@ -123,6 +124,10 @@ impl Reader for Ct2 {
             })?;
             if bytes == 0 {
                 continue;
+            }
+            names += name.len() as u64;
+            if names > MAX_META {
+                return Err(format!("more than {MAX_META} bytes of variable names"));
             }
             let shape = match dtype {
                 Dtype::Bytes => vec![],

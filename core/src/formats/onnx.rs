@@ -5,7 +5,8 @@
 //! skipped by its length, never read):
 //!
 //! - `ModelProto.graph` (7), `.training_info` (20: `initialization` 1 and
-//!   `algorithm` 2 graphs), `.functions` (25: `FunctionProto.node` 7);
+//!   `algorithm` 2 graphs), `.functions` (25: `FunctionProto.node` 7 and
+//!   `.attribute_proto` 11);
 //! - `GraphProto.node` (1), `.initializer` (5), `.sparse_initializer` (15:
 //!   `values` 1 and `indices` 2 tensors);
 //! - `NodeProto.attribute` (5): `AttributeProto.t` (5), `.tensors` (10),
@@ -31,7 +32,7 @@
 //! so they are skipped, and the `.onnx_data` file is read as whatever it is
 //! (plain bytes).
 
-use super::{MAX_TENSORS, Reader, Span};
+use super::{MAX_META, MAX_TENSORS, Reader, Span};
 use crate::container::ReadAt;
 use crate::dtype::Dtype;
 
@@ -81,7 +82,7 @@ impl Reader for Onnx {
             let wire = (tag & 7) as u8;
             let expected = match tag >> 3 {
                 5 => 0,
-                2 | 3 | 4 | 6 | 7 | 8 | 14 | 20 | 25 => 2,
+                2 | 3 | 4 | 6 | 7 | 8 | 14 | 20 | 25 | 26 => 2,
                 _ => return false,
             };
             if wire != expected {
@@ -115,6 +116,7 @@ impl Reader for Onnx {
             r: Window::new(src, len),
             fields: 0,
             spans: Vec::new(),
+            names: 0,
         };
         w.model(0, len)?;
         for s in &mut w.spans {
@@ -171,6 +173,8 @@ struct Walk<'a> {
     r: Window<'a>,
     fields: u64,
     spans: Vec<Span>,
+    /// Bytes of tensor names kept so far (at most [`MAX_META`]).
+    names: u64,
 }
 
 impl Walk<'_> {
@@ -267,8 +271,10 @@ impl Walk<'_> {
     fn function(&mut self, start: u64, end: u64, depth: u32) -> Result<(), String> {
         let mut pos = start;
         while let Some((num, wire)) = self.field(&mut pos, end)? {
-            if let (7, Wire::Len(s, n)) = (num, wire) {
-                self.node(s, s + n, depth)?;
+            match (num, wire) {
+                (7, Wire::Len(s, n)) => self.node(s, s + n, depth)?,
+                (11, Wire::Len(s, n)) => self.attribute(s, s + n, depth)?,
+                _ => {}
             }
         }
         Ok(())
@@ -452,6 +458,10 @@ impl Walk<'_> {
         }
         if self.spans.len() >= MAX_TENSORS {
             return Err(format!("more than {MAX_TENSORS} tensors"));
+        }
+        self.names += name.len() as u64;
+        if self.names > MAX_META {
+            return Err(format!("more than {MAX_META} bytes of tensor names"));
         }
         let shape = match dtype {
             Dtype::Bytes => vec![],
@@ -827,6 +837,14 @@ mod tests {
                     ld(5, &cat(&[ld(5, &tensor("", 2, &[3], &[7; 3]))])),
                 ]),
             ),
+            // A default attribute value.
+            ld(
+                11,
+                &cat(&[
+                    ld(1, b"alpha"),
+                    ld(5, &tensor("fn_default", 12, &[1], &[8; 4])),
+                ]),
+            ),
         ]);
         let data = cat(&[model(&graph), ld(20, &training), ld(25, &function)]);
         assert!(Onnx.detect(&data[..64.min(data.len())], data.len() as u64));
@@ -852,6 +870,7 @@ mod tests {
                 ("sp_idx", Dtype::I64, &[1][..], 8),
                 ("train_init", Dtype::I8, &[2][..], 2),
                 ("fn_out", Dtype::U8, &[3][..], 3),
+                ("fn_default", Dtype::U32, &[1][..], 4),
             ]
         );
         for s in &spans {
@@ -870,7 +889,7 @@ mod tests {
             segs.iter()
                 .filter(|s| s.kind == SegmentKind::Tensor)
                 .count(),
-            13
+            14
         );
     }
 
