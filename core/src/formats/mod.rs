@@ -9,8 +9,6 @@
 //!
 //! Readers see the file only through [`ReadAt`], read what they parse in
 //! bounded pieces ([`MAX_META`]), and trust no offset or count.
-// Until every reader is written, some helpers have no caller yet.
-#![allow(dead_code)]
 
 mod ct2;
 mod gguf;
@@ -197,7 +195,7 @@ fn bytes(name: &str, offset: u64, len: u64) -> SegmentDesc {
 /// before it is left in the bytes; a length that is no whole number of its
 /// element's words is coded as `U8`.
 pub(crate) fn tile(mut spans: Vec<Span>, len: u64) -> Vec<SegmentDesc> {
-    spans.sort_by(|a, b| (a.offset, a.len).cmp(&(b.offset, b.len)));
+    spans.sort_by_key(|s| (s.offset, s.len));
     let mut segs = Vec::with_capacity(2 * spans.len() + 1);
     let mut pos = 0u64;
     for s in spans {
@@ -251,10 +249,6 @@ impl<'a> Cursor<'a> {
     pub fn new(buf: &'a [u8]) -> Self {
         Cursor { buf, pos: 0 }
     }
-    /// Bytes read so far.
-    pub fn pos(&self) -> usize {
-        self.pos
-    }
     /// Bytes left.
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
@@ -268,10 +262,6 @@ impl<'a> Cursor<'a> {
     /// Skip `n` bytes.
     pub fn skip(&mut self, n: u64) -> Option<()> {
         self.take(usize::try_from(n).ok()?).map(|_| ())
-    }
-    /// One byte.
-    pub fn u8(&mut self) -> Option<u8> {
-        Some(self.take(1)?[0])
     }
     /// A little-endian u16.
     pub fn u16(&mut self) -> Option<u16> {

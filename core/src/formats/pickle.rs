@@ -46,8 +46,9 @@ enum Value {
     Tuple(Vec<Id>),
     List(Vec<Id>),
     Dict(Vec<(Id, Id)>),
-    /// `REDUCE` of a function this reader does not know: (function, args).
-    Call(Id, Id),
+    /// `REDUCE` of a function this reader does not know: its arguments
+    /// (where tensors may still be named).
+    Call(Id),
     /// `NEWOBJ`: the state `BUILD` gave it.
     Obj(Option<Id>),
     /// Index into [`Unpickled::storages`].
@@ -379,7 +380,7 @@ impl Machine<'_> {
             }
             _ => {}
         }
-        Ok(Value::Call(func, args))
+        Ok(Value::Call(args))
     }
 
     /// Execute until `STOP`; the value it returns.
@@ -650,7 +651,7 @@ impl Machine<'_> {
                 .map(|(i, &v)| (Some(i.to_string()), v))
                 .collect(),
             Value::Obj(Some(s)) => vec![(None, *s)],
-            Value::Call(_, a) => vec![(None, *a)],
+            Value::Call(a) => vec![(None, *a)],
             _ => return,
         };
         for (key, child) in children {

@@ -53,14 +53,14 @@ fn cursor_stops_at_the_end() {
     let mut c = Cursor::new(&[1, 0, 2, 0, 0, 0]);
     assert_eq!(c.u16(), Some(1));
     assert_eq!(c.u32(), Some(2));
-    assert_eq!(c.u8(), None);
+    assert_eq!(c.take(1), None);
     assert_eq!(c.skip(u64::MAX), None);
     assert_eq!(c.remaining(), 0);
 }
 
 #[test]
 fn read_meta_refuses_lies() {
-    let f = vec![0u8; 10];
+    let f = [0u8; 10];
     assert!(read_meta(&&f[..], 10, 8, 4).is_err());
     assert!(read_meta(&&f[..], 10, u64::MAX, 4).is_err());
     assert!(read_meta(&&f[..], 10, 0, MAX_META + 1).is_err());
