@@ -183,7 +183,8 @@ fn ct2_dtype(id: u8) -> Dtype {
     }
 }
 
-#[cfg(test)]
+// The tests compress and decompress: they need the `search` feature.
+#[cfg(all(test, feature = "search"))]
 mod tests {
     use super::super::{read, read_as, safetensors};
     use super::*;

@@ -398,7 +398,8 @@ fn layout(ne: &[u64], t: u32) -> Option<(Dtype, Vec<u64>, u64)> {
     Some((dtype, shape, bytes))
 }
 
-#[cfg(test)]
+// The tests compress and decompress: they need the `search` feature.
+#[cfg(all(test, feature = "search"))]
 mod tests {
     use super::*;
     use crate::container::SegmentKind;

@@ -273,7 +273,8 @@ impl<'a> Lit<'a> {
     }
 }
 
-#[cfg(test)]
+// The tests compress and decompress: they need the `search` feature.
+#[cfg(all(test, feature = "search"))]
 mod tests {
     use super::*;
 

@@ -583,7 +583,8 @@ impl<'a> Window<'a> {
     }
 }
 
-#[cfg(test)]
+// The tests compress and decompress: they need the `search` feature.
+#[cfg(all(test, feature = "search"))]
 mod tests {
     use super::super::{read, read_as, safetensors, tile};
     use super::*;

@@ -182,7 +182,8 @@ fn storages(
     }
 }
 
-#[cfg(test)]
+// The tests compress and decompress: they need the `search` feature.
+#[cfg(all(test, feature = "search"))]
 mod tests {
     use super::*;
     use crate::formats::pickle::tests::state_dict;
