@@ -514,6 +514,15 @@ def readme(report, out):
             cut = f" (rows {r['row_slice'][0]}..{r['row_slice'][1]} of {r['source_shape']})" if r["row_slice"] else ""
             L.append(f"| `{r['name']}` | {r['dtype']} | {r['shape']} | {r['bytes']}{cut} |")
         L.append("")
+    L.append("## Other containers\n")
+    L.append("Each folder below is made by its own deterministic script from the original files "
+             "the fetch keeps in `~/.cache/brevis-data/raw/` (its `SOURCE.json` lists the tensors, "
+             "its LICENSE/NOTICE the terms); this script keeps them and lists them in `SHA256SUMS`.\n")
+    L.append("| folder | made by | what |")
+    L.append("|---|---|---|")
+    for name, (script, what) in NATIVE.items():
+        L.append(f"| `{name}/` | `{script}` | {what} |")
+    L.append("")
     write_text(os.path.join(out, "README.md"), "\n".join(L))
 
 
@@ -532,10 +541,28 @@ def sha256sums(out):
     write_text(os.path.join(out, "SHA256SUMS"), "\n".join(lines) + "\n")
 
 
+# Samples of the other containers, each made by its own script (from the
+# original files the fetch keeps in raw/): kept when this script
+# regenerates the rest, and listed in SHA256SUMS and README.md.
+NATIVE = {
+    "gguf": ("scripts/make-gguf-sample.py", "GGUF v3 cut from gemma-3-270m Q4_K_M"),
+    "pytorch": ("scripts/make-pytorch-sample.py", "torch.save zip of 10 real astra tensors"),
+    "numpy": ("scripts/make-numpy-sample.py", ".npy and .npz (stored and deflated) of minilm tensors"),
+    "onnx": ("scripts/make-testdata-onnx-ct2.py", "silero_vad_half.onnx, the real file"),
+    "ct2": ("scripts/make-testdata-onnx-ct2.py", "CTranslate2 model.bin rebuilt from whisper tiny.en"),
+}
+
+
 def generate(out):
-    if os.path.isdir(out):
-        shutil.rmtree(out)
-    os.makedirs(out)
+    os.makedirs(out, exist_ok=True)
+    for name in os.listdir(out):
+        p = os.path.join(out, name)
+        if name in NATIVE:
+            continue
+        if os.path.isdir(p):
+            shutil.rmtree(p)
+        else:
+            os.remove(p)
     report = build(out)
     readme(report, out)
     sha256sums(out)
@@ -555,6 +582,10 @@ def main():
         return
     with tempfile.TemporaryDirectory() as tmp:
         t = os.path.join(tmp, "testdata")
+        os.makedirs(t)
+        for name in NATIVE:
+            if os.path.isdir(os.path.join(a.out, name)):
+                shutil.copytree(os.path.join(a.out, name), os.path.join(t, name))
         generate(t)
         cmp = filecmp.dircmp(t, a.out)
         bad = []
