@@ -1,6 +1,7 @@
 //! End-to-end tests.
 mod archive;
 mod cli;
+mod containers;
 mod gguf;
 mod hub;
 mod real_hub;

@@ -1,0 +1,149 @@
+//! Every container a Hub repo holds, through the whole flow: compress,
+//! inspect, and a mirror of a repo of GGUF, PyTorch, ONNX, CTranslate2 and
+//! NumPy files pulled back byte for byte.
+
+use std::path::{Path, PathBuf};
+
+use brevis_core::{Archive, CompressOptions, compress, decompress};
+use brevis_hub::Encoding;
+use brevis_hub::{MirrorOptions, PullOptions};
+
+use crate::hub::{client, serve, sha_file};
+
+fn testdata(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata").join(p)
+}
+
+/// The committed sample of each container, with the format it must be
+/// read as and the least number of tensor segments it holds.
+const SAMPLES: &[(&str, &str, usize)] = &[
+    ("gguf/gemma-3-270m-cut.gguf", "gguf", 5),
+    ("pytorch/astra_subset.pt", "pytorch", 5),
+    ("onnx/silero_vad_half.onnx", "onnx", 5),
+    ("ct2/model.bin", "ctranslate2", 5),
+    ("numpy/minilm.npz", "npz", 2),
+    ("numpy/token_type_embeddings.npy", "npy", 1),
+    ("silero-vad/silero_vad_16k.safetensors", "safetensors", 5),
+];
+
+/// Each sample is read as its container's tensors (from its bytes, not its
+/// name), compresses smaller than zstd -19 does, and decodes exactly.
+#[test]
+fn every_container_is_read_as_tensors_and_beats_zstd_19() {
+    for (path, format, min_tensors) in SAMPLES {
+        let data = std::fs::read(testdata(path)).unwrap();
+        // A name that says nothing: detection is from the bytes.
+        let anon = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(anon.path(), &data).unwrap();
+        assert_eq!(
+            brevis_core::detect_container(anon.path()).unwrap(),
+            Some(*format),
+            "{path}"
+        );
+        let archive = compress(&data, &CompressOptions::default().threads(1)).unwrap();
+        assert_eq!(decompress(&archive).unwrap(), data, "{path}");
+        let a = Archive::new(&archive[..]).unwrap();
+        assert_eq!(a.format().unwrap(), Some(*format), "{path}");
+        let tensors = a
+            .segments()
+            .iter()
+            .filter(|s| s.desc.kind == brevis_core::SegmentKind::Tensor)
+            .count();
+        assert!(tensors >= *min_tensors, "{path}: {tensors} tensor segments");
+        let z19 = zstd::bulk::compress(&data, 19).unwrap().len();
+        assert!(
+            archive.len() < z19,
+            "{path}: {} bytes, zstd -19 {z19}",
+            archive.len()
+        );
+    }
+}
+
+/// A repo holding one file of each container (and a config, a large text
+/// file, a large file that does not compress) mirrors with every weight
+/// file as an archive, the large text as one, the rest as they are, and
+/// pulls back byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repo_of_every_container_mirrors_and_pulls_back_exactly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = tmp.path().join("seed");
+    let files: &[(&str, &str)] = &[
+        ("model-q4_k_m.gguf", "gguf/gemma-3-270m-cut.gguf"),
+        ("pytorch_model.bin", "pytorch/astra_subset.pt"),
+        ("onnx/model.onnx", "onnx/silero_vad_half.onnx"),
+        ("ct2/model.bin", "ct2/model.bin"),
+        ("weights.npz", "numpy/minilm.npz"),
+        ("config.json", "hub-seed/config.json"),
+    ];
+    for (to, from) in files {
+        let p = seed.join(to);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::copy(testdata(from), p).unwrap();
+    }
+    // Text of more than 1 MiB (archived when smaller), and bytes that no
+    // coder makes smaller (stored as they are).
+    let text = std::fs::read(testdata("README.md")).unwrap().repeat(100);
+    std::fs::write(seed.join("notes.txt"), &text).unwrap();
+    let mut noise = Vec::with_capacity(1 << 20 | 4096);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    while noise.len() < (1 << 20) + 4096 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        noise.extend_from_slice(&x.to_le_bytes());
+    }
+    std::fs::write(seed.join("noise.dat"), &noise).unwrap();
+
+    let srv = serve(&tmp.path().join("store"), &[("org/model", &seed)], |o| o).await;
+    let c = client(&srv.url(), None);
+    let rep = brevis_hub::mirror(&c, &c, &MirrorOptions::new("org/model", tmp.path().join("w")))
+        .await
+        .unwrap();
+    let enc = |p: &str| {
+        let f = rep.files.iter().find(|f| f.path == p).expect(p);
+        (f.encoding, f.archive.clone(), f.archive_size, f.size)
+    };
+    for (p, _) in &files[..5] {
+        let (e, archive, stored, size) = enc(p);
+        assert_eq!(e, Encoding::Brv, "{p}");
+        assert_eq!(archive, format!("{p}.brv"));
+        assert!(stored < size, "{p}: {stored} of {size}");
+    }
+    assert_eq!(enc("notes.txt").0, Encoding::Brv);
+    assert_eq!(enc("config.json").0, Encoding::Identity);
+    let (e, archive, stored, size) = enc("noise.dat");
+    assert_eq!((e, archive.as_str(), stored), (Encoding::Identity, "noise.dat", size));
+    eprintln!(
+        "source {} bytes, mirror {} bytes, ratio {:.4}",
+        rep.source_bytes,
+        rep.mirror_bytes,
+        rep.ratio()
+    );
+    // The prior was learned from the repo's tensors, whatever their container.
+    let tree = c.list_files("org/model-brevis", "main").await.unwrap();
+    assert!(tree.iter().any(|f| f.path == "brevis.prior.json"));
+
+    let plain = tmp.path().join("plain");
+    let mut popts = PullOptions::new("org/model-brevis", tmp.path().join("hf"), tmp.path().join("pw"));
+    popts.local_dir = Some(plain.clone());
+    brevis_hub::pull(&c, &popts).await.unwrap();
+    for p in files
+        .iter()
+        .map(|(p, _)| *p)
+        .chain(["notes.txt", "noise.dat"])
+    {
+        assert_eq!(sha_file(&plain.join(p)), sha_file(&seed.join(p)), "{p}");
+    }
+    let v = brevis_hub::verify_mirror(
+        &c,
+        "org/model-brevis",
+        "main",
+        &tmp.path().join("vw"),
+        0,
+        std::sync::Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+    assert!(v.ok, "{v:?}");
+    srv.shutdown().await;
+}
