@@ -40,7 +40,7 @@ impl SegmentDesc {
         self.dtype.word_bits()
     }
 
-    fn bytes(name: &str, offset: u64, len: u64) -> SegmentDesc {
+    pub(crate) fn bytes(name: &str, offset: u64, len: u64) -> SegmentDesc {
         SegmentDesc {
             kind: SegmentKind::Bytes,
             dtype: Dtype::Bytes,

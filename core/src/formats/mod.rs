@@ -76,6 +76,7 @@ fn readers() -> [&'static dyn Reader; 7] {
 }
 
 /// The formats read as tensors, by name.
+#[cfg(feature = "fuzzing")]
 pub(crate) fn names() -> Vec<&'static str> {
     readers().iter().map(|r| r.name()).collect()
 }
@@ -148,6 +149,7 @@ pub(crate) fn read(src: &dyn ReadAt) -> std::io::Result<Found> {
 
 /// Run one reader by name on `data` without its `detect` (the fuzz
 /// targets' way in) and check that the segments tile `data`.
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn read_as(format: &str, data: &[u8]) -> Option<Result<Vec<SegmentDesc>, String>> {
     let r = readers().into_iter().find(|r| r.name() == format)?;
     let len = data.len() as u64;
@@ -178,14 +180,7 @@ pub(crate) fn plain(len: u64) -> Vec<SegmentDesc> {
 }
 
 fn bytes(name: &str, offset: u64, len: u64) -> SegmentDesc {
-    SegmentDesc {
-        kind: SegmentKind::Bytes,
-        dtype: Dtype::Bytes,
-        name: name.into(),
-        shape: vec![],
-        offset,
-        len,
-    }
+    SegmentDesc::bytes(name, offset, len)
 }
 
 /// Turn the tensors a reader found into segments that tile `[0, len)`:
