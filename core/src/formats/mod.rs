@@ -305,3 +305,15 @@ pub fn detect_container(path: &std::path::Path) -> std::io::Result<Option<&'stat
     let len = f.metadata()?.len();
     Ok(detect(&head(&f, len)?, len))
 }
+
+/// The readers' tests: compress `data` on one thread, decode it, and
+/// assert the bytes came back exactly.
+#[cfg(all(test, feature = "search"))]
+pub(crate) fn assert_round_trip(data: &[u8]) {
+    let opts = crate::CompressOptions::default().threads(1);
+    let archive = crate::compress(data, &opts).expect("compress");
+    assert!(
+        crate::decompress(&archive).expect("decompress") == data,
+        "round trip"
+    );
+}

@@ -695,10 +695,7 @@ mod tests {
 
     #[test]
     fn sample_round_trips() {
-        let data = sample();
-        let opts = crate::CompressOptions::default().threads(1);
-        let archive = crate::compress(&data, &opts).unwrap();
-        assert_eq!(crate::decompress(&archive).unwrap(), data);
+        crate::formats::assert_round_trip(&sample());
     }
 
     #[test]
