@@ -27,7 +27,7 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     targets=(decode_raw decode_structured roundtrip program serve_request
              read_safetensors read_gguf read_pytorch read_npy read_npz read_onnx
-             read_ctranslate2)
+             read_ctranslate2 read_tfjs)
 fi
 export RUSTC_BOOTSTRAP=1
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
@@ -83,6 +83,8 @@ for i in range(varint()):
         body += n
 PY
             ;;
+        read_tfjs)
+            printf '{"weightsManifest":[{"paths":["a.bin","b.bin"],"weights":[{"name":"w","shape":[3,5],"dtype":"float32"},{"name":"q","shape":[7],"dtype":"float32","quantization":{"dtype":"uint8","scale":1,"min":0}},{"name":"s","shape":[1],"dtype":"string"}]}]}' >"$dir/manifest" ;;
         serve_request)
             # Method byte, raw URL path, newline, NDJSON commit lines.
             printf '\x00/org/m/resolve/main/sub/model.safetensors\n' >"$dir/resolve"

@@ -550,6 +550,8 @@ NATIVE = {
     "numpy": ("scripts/make-numpy-sample.py", ".npy and .npz (stored and deflated) of minilm tensors"),
     "onnx": ("scripts/make-testdata-onnx-ct2.py", "silero_vad_half.onnx, the real file"),
     "ct2": ("scripts/make-testdata-onnx-ct2.py", "CTranslate2 model.bin rebuilt from whisper tiny.en"),
+    "onnx-external": ("scripts/make-onnx-external-sample.py", "silero_vad_half.onnx with its tensors in an external data file"),
+    "tfjs": ("scripts/make-tfjs-sample.py", "TF.js model.json of human-models' meet, its weights cut into 3 shards"),
 }
 
 

@@ -274,8 +274,8 @@ pub(crate) fn is_brv(p: &Path) -> bool {
 /// Whether a format reader finds tensors in `p` (safetensors, GGUF,
 /// PyTorch, ONNX, ...), from its first bytes; a file that cannot be read
 /// has none (compressing it says why).
-pub(crate) fn has_tensors(p: &Path) -> bool {
-    matches!(brevis_core::detect_container(p), Ok(Some(_)))
+pub(crate) fn has_tensors(p: &Path, sidecars: &brevis_core::Sidecars) -> bool {
+    sidecars.get(p).is_some() || matches!(brevis_core::detect_container(p), Ok(Some(_)))
 }
 
 /// `p`'s file name as the file system has it (not necessarily UTF-8: an

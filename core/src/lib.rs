@@ -112,7 +112,7 @@ pub use dtype::Dtype;
 #[cfg(feature = "search")]
 pub use encode::{CompressOptions, CompressReport, Encoder, LearnOptions, compress, compress_file};
 pub use error::{DecodeError, EncodeError};
-pub use formats::detect_container;
+pub use formats::{Sidecar, Sidecars, detect_container};
 pub use fsutil::TempFile;
 pub use progress::{FileProgress, NoProgress, ProgressSink};
 #[cfg(feature = "search")]

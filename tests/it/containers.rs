@@ -1,10 +1,11 @@
 //! Every container a Hub repo holds, through the whole flow: compress,
-//! inspect, and a mirror of a repo of GGUF, PyTorch, ONNX, CTranslate2 and
-//! NumPy files pulled back byte for byte.
+//! inspect, and a mirror of a repo of GGUF, PyTorch, ONNX (inline and with
+//! external data), CTranslate2, NumPy and TF.js files pulled back byte for
+//! byte.
 
 use std::path::{Path, PathBuf};
 
-use brevis_core::{Archive, CompressOptions, compress, decompress};
+use brevis_core::{Archive, CompressOptions, SegmentKind, Sidecars, compress, decompress};
 use brevis_hub::Encoding;
 use brevis_hub::{MirrorOptions, PullOptions};
 
@@ -52,7 +53,7 @@ fn every_container_is_read_as_tensors_and_beats_zstd_19() {
         let tensors = a
             .segments()
             .iter()
-            .filter(|s| s.desc.kind == brevis_core::SegmentKind::Tensor)
+            .filter(|s| s.desc.kind == SegmentKind::Tensor)
             .count();
         assert!(tensors >= *min_tensors, "{path}: {tensors} tensor segments");
         // (A 3 KB array is too small to say anything; zstd's frame wins.)
@@ -63,6 +64,85 @@ fn every_container_is_read_as_tensors_and_beats_zstd_19() {
             archive.len()
         );
     }
+}
+
+/// The tensor segments of an archive, by name.
+fn tensor_names(archive: &[u8]) -> Vec<String> {
+    Archive::new(archive)
+        .unwrap()
+        .segments()
+        .iter()
+        .filter(|s| s.desc.kind == SegmentKind::Tensor)
+        .map(|s| s.desc.name.clone())
+        .collect()
+}
+
+/// Files whose tensors another file describes: the TF.js shards (their
+/// model.json lists the weights, some running from one shard into the
+/// next) and an ONNX model's external data. Given with the describing
+/// file, each is read as the tensors described, smaller than as plain
+/// bytes and than zstd -19; without it, it is plain bytes. Both decode
+/// exactly.
+#[test]
+fn files_another_file_describes_are_read_as_its_tensors() {
+    let sets: &[(&[&str], usize)] = &[
+        (
+            &[
+                "tfjs/model.json",
+                "tfjs/group1-shard1of3.bin",
+                "tfjs/group1-shard2of3.bin",
+                "tfjs/group1-shard3of3.bin",
+            ],
+            3,
+        ),
+        (
+            &[
+                "onnx-external/silero_vad_half.onnx",
+                "onnx-external/silero_vad_half.onnx_data",
+            ],
+            1,
+        ),
+    ];
+    for (files, described) in sets {
+        let paths: Vec<PathBuf> = files.iter().map(|f| testdata(f)).collect();
+        let sidecars = Sidecars::find(&paths);
+        assert_eq!(sidecars.len(), *described, "{files:?}");
+        for p in &paths[paths.len() - described..] {
+            let s = sidecars.get(p).expect("described");
+            let data = std::fs::read(p).unwrap();
+            let opts = CompressOptions::default().threads(1);
+            let with = compress(&data, &opts.clone().sidecar(Some(s.clone()))).unwrap();
+            let without = compress(&data, &opts).unwrap();
+            assert_eq!(decompress(&with).unwrap(), data, "{}", p.display());
+            assert!(tensor_names(&without).is_empty());
+            let names = tensor_names(&with);
+            assert!(names.len() >= 5, "{}: {names:?}", p.display());
+            let z19 = zstd::bulk::compress(&data, 19).unwrap().len();
+            eprintln!(
+                "{}: {} bytes, described {} ({} tensors), plain {}, zstd -19 {z19}",
+                p.display(),
+                data.len(),
+                with.len(),
+                s.tensors(),
+                without.len()
+            );
+            assert!(with.len() < without.len() && with.len() < z19);
+        }
+    }
+    // The middle shard starts and ends inside weights: their pieces.
+    let paths: Vec<PathBuf> = sets[0].0.iter().map(|f| testdata(f)).collect();
+    let s = Sidecars::find(&paths);
+    let data = std::fs::read(&paths[2]).unwrap();
+    let a = compress(
+        &data,
+        &CompressOptions::default().sidecar(s.get(&paths[2]).cloned()),
+    )
+    .unwrap();
+    let names = tensor_names(&a);
+    assert!(
+        names.first().is_some_and(|n| n.ends_with("#1")),
+        "{names:?}"
+    );
 }
 
 /// A repo holding one file of each container (and a config, a large text
@@ -79,6 +159,18 @@ async fn a_repo_of_every_container_mirrors_and_pulls_back_exactly() {
         ("onnx/model.onnx", "onnx/silero_vad_half.onnx"),
         ("ct2/model.bin", "ct2/model.bin"),
         ("weights.npz", "numpy/minilm.npz"),
+        ("tfjs/group1-shard1of3.bin", "tfjs/group1-shard1of3.bin"),
+        ("tfjs/group1-shard2of3.bin", "tfjs/group1-shard2of3.bin"),
+        ("tfjs/group1-shard3of3.bin", "tfjs/group1-shard3of3.bin"),
+        (
+            "ext/silero_vad_half.onnx",
+            "onnx-external/silero_vad_half.onnx",
+        ),
+        (
+            "ext/silero_vad_half.onnx_data",
+            "onnx-external/silero_vad_half.onnx_data",
+        ),
+        ("tfjs/model.json", "tfjs/model.json"),
         ("config.json", "hub-seed/config.json"),
     ];
     for (to, from) in files {
@@ -113,12 +205,21 @@ async fn a_repo_of_every_container_mirrors_and_pulls_back_exactly() {
         let f = rep.files.iter().find(|f| f.path == p).expect(p);
         (f.encoding, f.archive.clone(), f.archive_size, f.size)
     };
-    for (p, _) in &files[..5] {
+    for (p, _) in &files[..files.len() - 2] {
         let (e, archive, stored, size) = enc(p);
         assert_eq!(e, Encoding::Brv, "{p}");
         assert_eq!(archive, format!("{p}.brv"));
         assert!(stored < size, "{p}: {stored} of {size}");
     }
+    // The files described by others were coded as their tensors: smaller
+    // than zstd -19 makes them (as plain bytes they would not be).
+    for p in ["tfjs/group1-shard2of3.bin", "ext/silero_vad_half.onnx_data"] {
+        let z19 = zstd::bulk::compress(&std::fs::read(seed.join(p)).unwrap(), 19)
+            .unwrap()
+            .len() as u64;
+        assert!(enc(p).2 < z19, "{p}: {} bytes, zstd -19 {z19}", enc(p).2);
+    }
+    assert_eq!(enc("tfjs/model.json").0, Encoding::Identity);
     assert_eq!(enc("notes.txt").0, Encoding::Brv);
     assert_eq!(enc("config.json").0, Encoding::Identity);
     let (e, archive, stored, size) = enc("noise.dat");

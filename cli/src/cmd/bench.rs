@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use brevis_core::{Archive, SegmentKind};
-use brevis_core::{CompressOptions, DecompressOptions, Dtype, LearnOptions, Prior};
+use brevis_core::{CompressOptions, DecompressOptions, Dtype, LearnOptions, Prior, Sidecars};
 use clap::Args;
 use serde_json::json;
 
@@ -223,9 +223,10 @@ fn measure_path(a: &BenchArgs, p: &Path, all: usize, ui: &Ui) -> Result<Totals> 
     if files.is_empty() {
         bail!("{}: no files", p.display());
     }
+    let sidecars = Sidecars::find(&files);
     let shards: Vec<&Path> = files
         .iter()
-        .filter(|f| f.extension().is_some_and(|e| e == "safetensors"))
+        .filter(|f| crate::files::has_tensors(f, &sidecars))
         .map(|f| f.as_path())
         .collect();
     let mut t = Totals {
@@ -236,7 +237,10 @@ fn measure_path(a: &BenchArgs, p: &Path, all: usize, ui: &Ui) -> Result<Totals> 
     let prior = if let Some(pp) = &a.prior.prior {
         Some(Arc::new(crate::files::load_prior(pp)?))
     } else if !a.prior.no_prior && !shards.is_empty() {
-        let (p, secs) = timed(|| Prior::learn(&shards, &LearnOptions::default().threads(all)));
+        let learn = LearnOptions::default()
+            .threads(all)
+            .sidecars(sidecars.clone());
+        let (p, secs) = timed(|| Prior::learn(&shards, &learn));
         t.learn = Some(secs);
         Some(Arc::new(p?))
     } else {
@@ -249,6 +253,7 @@ fn measure_path(a: &BenchArgs, p: &Path, all: usize, ui: &Ui) -> Result<Totals> 
     for f in &files {
         let data = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
         ui.note(format!("bench {} ({} bytes)", f.display(), data.len()));
+        let opts = opts.clone().sidecar(sidecars.get(f).cloned());
         measure_file(f, &data, &opts, (all, a.no_zstd19), &mut t)?;
     }
     Ok(t)

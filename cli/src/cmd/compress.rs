@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use brevis_core::{CompressOptions, CompressReport, LearnOptions, Prior};
+use brevis_core::{CompressOptions, CompressReport, LearnOptions, Prior, Sidecars};
 use clap::Args;
 use serde_json::json;
 
@@ -62,7 +62,10 @@ pub fn run(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
         },
     )?;
     let as_is = as_is_paths(&inputs, &plan, force)?;
-    let prior = choose_prior(&a.prior, &inputs, a.threads.threads, ui)?;
+    // Files whose tensors another input describes (TF.js shards beside
+    // their model.json, an ONNX model's external data).
+    let sidecars = Sidecars::find(&inputs.iter().map(|i| &i.path).collect::<Vec<_>>());
+    let prior = choose_prior(&a.prior, &inputs, &sidecars, a.threads.threads, ui)?;
     files::make_parents(&plan)?;
     let opts = CompressOptions::default()
         .threads(a.threads.threads)
@@ -77,7 +80,10 @@ pub fn run(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
         let t = Instant::now();
         // With verification, the archive is decoded and checked against
         // the input before it is renamed into place.
-        let opts = opts.clone().progress(run.file(src));
+        let opts = opts
+            .clone()
+            .progress(run.file(src))
+            .sidecar(sidecars.get(src).cloned());
         let r = brevis_core::compress_file(src, dst, force, &opts)
             .map_err(|e| about("compressing", src, e))?;
         let stored = match as_is {
@@ -208,13 +214,14 @@ impl Done<'_> {
 fn choose_prior(
     choice: &PriorChoice,
     inputs: &[Input],
+    sidecars: &Sidecars,
     threads: usize,
     ui: &Ui,
 ) -> Result<Option<Arc<Prior>>> {
     let shards: Vec<&Path> = inputs
         .iter()
         .map(|i| i.path.as_path())
-        .filter(|p| has_tensors(p))
+        .filter(|p| has_tensors(p, sidecars))
         .collect();
     if let Some(p) = &choice.prior {
         return Ok(Some(Arc::new(files::load_prior(p)?)));
@@ -225,7 +232,12 @@ fn choose_prior(
     // One prior for all the shards, learned from a sample of their
     // tensors: it costs less than the search time it saves.
     let t = Instant::now();
-    let p = Prior::learn(&shards, &LearnOptions::default().threads(threads))?;
+    let p = Prior::learn(
+        &shards,
+        &LearnOptions::default()
+            .threads(threads)
+            .sidecars(sidecars.clone()),
+    )?;
     ui.note(format!(
         "learned a prior from {} tensors in {:.1}s",
         p.tensors,

@@ -17,7 +17,7 @@ use crate::progress::Ui;
 /// Show each tensor's program and what it saved.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Example:\n  brevis-hub inspect model.safetensors.brv --json | jq '.summary'\n\nThe first line names the source's container (safetensors, gguf, pytorch,\nnpy, npz, onnx, ctranslate2, or plain bytes) and how many tensor segments\nit was read as. The archive of an empty file has no ratio: n/a in the text."
+    after_help = "Example:\n  brevis-hub inspect model.safetensors.brv --json | jq '.summary'\n\nThe first line names the source's container (safetensors, gguf, pytorch,\nnpy, npz, onnx, ctranslate2, `with no header` for a file whose tensors\nanother file described, such as a TF.js shard, or plain bytes) and how\nmany tensor segments it was read as. The archive of an empty file has no ratio: n/a in the text."
 )]
 pub struct InspectArgs {
     /// The archive.
@@ -75,7 +75,13 @@ pub fn run(a: InspectArgs, _ui: &Ui) -> Result<Outcome> {
         "{}: format v{}, source {} ({} tensor segments), {} -> {} bytes ({}), sha256 {}",
         a.archive.display(),
         info.format_version,
-        container.unwrap_or("plain bytes"),
+        match (container, tensor_segments) {
+            (Some(c), _) => c,
+            // Tensors no header of its own states: another file described
+            // them (a TF.js shard, an ONNX model's external data).
+            (None, 1..) => "with no header",
+            (None, 0) => "plain bytes",
+        },
         tensor_segments,
         info.original_len,
         info.archive_len,

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Result, bail};
-use brevis_core::{LearnOptions, Prior};
+use brevis_core::{LearnOptions, Prior, Sidecars};
 use clap::{Args, Subcommand};
 
 use crate::Outcome;
@@ -50,10 +50,11 @@ pub fn run(c: PriorCommand, ui: &Ui) -> Result<Outcome> {
 fn learn(a: LearnArgs, ui: &Ui) -> Result<Outcome> {
     let force = a.force.force;
     let found = files::collect(&a.paths, Want::Sources)?;
+    let sidecars = Sidecars::find(&found.files.iter().map(|i| &i.path).collect::<Vec<_>>());
     let inputs: Vec<Input> = found
         .files
         .into_iter()
-        .filter(|i| files::has_tensors(&i.path))
+        .filter(|i| files::has_tensors(&i.path, &sidecars))
         .collect();
     if inputs.is_empty() {
         bail!("no weight files (safetensors, GGUF, PyTorch, ONNX, ...) under the given paths");
@@ -68,7 +69,8 @@ fn learn(a: LearnArgs, ui: &Ui) -> Result<Outcome> {
         &refs,
         &LearnOptions::default()
             .budget(a.budget)
-            .max_tensors(a.max_tensors),
+            .max_tensors(a.max_tensors)
+            .sidecars(sidecars),
     )?;
     files::write_atomic(&a.output, p.to_json().as_bytes(), force)?;
     ui.note(format!(

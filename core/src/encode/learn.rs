@@ -25,6 +25,8 @@ pub struct LearnOptions {
     pub max_tensors: usize,
     /// Worker threads (0 = all).
     pub threads: usize,
+    /// Descriptions of files whose tensors other files describe.
+    pub sidecars: crate::Sidecars,
 }
 
 impl Default for LearnOptions {
@@ -33,6 +35,7 @@ impl Default for LearnOptions {
             budget: 64,
             max_tensors: 192,
             threads: 0,
+            sidecars: crate::Sidecars::default(),
         }
     }
 }
@@ -51,6 +54,12 @@ impl LearnOptions {
     /// Set the worker threads (0 = all).
     pub fn threads(mut self, n: usize) -> Self {
         self.threads = n;
+        self
+    }
+    /// Set the descriptions of files other files describe (found among
+    /// the same files by [`Sidecars::find`](crate::Sidecars::find)).
+    pub fn sidecars(mut self, s: crate::Sidecars) -> Self {
+        self.sidecars = s;
         self
     }
 }
@@ -75,7 +84,8 @@ impl Prior {
             let strict = path
                 .extension()
                 .is_some_and(|e| e.eq_ignore_ascii_case("safetensors"));
-            let segs = segments_of(&f, path, strict)?;
+            let sidecar = opts.sidecars.get(path).map(|s| &**s);
+            let segs = segments_of(&f, path, strict, sidecar)?;
             for s in segs {
                 if s.kind == SegmentKind::Tensor {
                     let key = format!(

@@ -79,7 +79,7 @@ fn compress_on_pool<W: Sink>(
 ) -> Result<CompressReport, EncodeError> {
     let label = name.display().to_string();
     let len = src.len().map_err(|e| io(&label, e))?;
-    let found = read_segments(src, name, opts.strict_safetensors)?;
+    let found = read_segments(src, name, opts.strict_safetensors, opts.sidecar.as_deref())?;
     let format = found.format;
     let with_format = |r: CompressReport| CompressReport { format, ..r };
     compress_segments(src, name, len, found.segments, out, opts).map(with_format)

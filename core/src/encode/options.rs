@@ -22,6 +22,10 @@ pub struct CompressOptions {
     /// Refuse (instead of carrying as plain bytes) input that looks like
     /// safetensors but is malformed.
     pub strict_safetensors: bool,
+    /// Where the tensors are when another file describes them (a TF.js
+    /// weight shard, an ONNX model's external data; see
+    /// [`Sidecars`](crate::Sidecars)) and no format reader knows the file.
+    pub sidecar: Option<Arc<crate::Sidecar>>,
     /// Also code small files whole and keep the smaller archive (see
     /// `WHOLE_FILE_MAX`).
     pub whole_file: bool,
@@ -42,6 +46,7 @@ impl Default for CompressOptions {
             progress: Arc::new(NoProgress),
             region_words: DEFAULT_REGION_WORDS,
             strict_safetensors: false,
+            sidecar: None,
             whole_file: true,
             verify: true,
         }
@@ -82,6 +87,11 @@ impl CompressOptions {
     /// Refuse malformed safetensors instead of carrying them as bytes.
     pub fn strict_safetensors(mut self, s: bool) -> Self {
         self.strict_safetensors = s;
+        self
+    }
+    /// Set the description of the file's tensors that another file gives.
+    pub fn sidecar(mut self, s: Option<Arc<crate::Sidecar>>) -> Self {
+        self.sidecar = s;
         self
     }
     /// Whether to decode the archive and check it against the source

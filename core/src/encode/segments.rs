@@ -9,20 +9,22 @@ use super::io;
 use crate::container::layout::MAX_SAFETENSORS_HEADER;
 use crate::container::{ReadAt, SegmentDesc, SegmentKind};
 use crate::error::EncodeError;
-use crate::formats;
+use crate::formats::{self, Sidecar};
 use crate::search::{self, Target};
 use crate::words::bytes_to_words;
 
 /// Split a source into segments with the first format reader that finds
-/// tensors in it (see [`crate::formats`]); plain bytes otherwise.
-/// `strict`: a file that claims to be safetensors but is malformed is an
-/// error rather than plain bytes.
+/// tensors in it, else as `sidecar` describes it (see
+/// [`crate::formats`]); plain bytes otherwise. `strict`: a file that
+/// claims to be safetensors but is malformed is an error rather than
+/// plain bytes.
 pub(crate) fn segments_of(
     src: &dyn ReadAt,
     name: &Path,
     strict: bool,
+    sidecar: Option<&Sidecar>,
 ) -> Result<Vec<SegmentDesc>, EncodeError> {
-    Ok(read_segments(src, name, strict)?.segments)
+    Ok(read_segments(src, name, strict, sidecar)?.segments)
 }
 
 /// [`segments_of`], with the format found and the readers that refused.
@@ -30,9 +32,10 @@ pub(crate) fn read_segments(
     src: &dyn ReadAt,
     name: &Path,
     strict: bool,
+    sidecar: Option<&Sidecar>,
 ) -> Result<formats::Found, EncodeError> {
     let label = name.display().to_string();
-    let found = formats::read(src).map_err(|e| io(&label, e))?;
+    let found = formats::read(src, sidecar).map_err(|e| io(&label, e))?;
     if strict && found.format != Some("safetensors") {
         let reason = match found.refused.iter().find(|(f, _)| *f == "safetensors") {
             Some((_, reason)) => reason.clone(),

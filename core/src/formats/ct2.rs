@@ -309,7 +309,7 @@ mod tests {
             }
         }
         assert_eq!(compared, 12);
-        let found = read(&&data[..]).unwrap();
+        let found = read(&&data[..], None).unwrap();
         assert_eq!(found.format, Some("ctranslate2"));
         let kept = found
             .segments

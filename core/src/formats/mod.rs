@@ -17,9 +17,13 @@ mod onnx;
 mod pickle;
 mod pytorch;
 mod safetensors;
+mod sidecar;
 #[cfg(test)]
 mod tests;
+mod tfjs;
 mod zip;
+
+pub use sidecar::{Sidecar, Sidecars};
 
 use crate::container::{ReadAt, SegmentDesc, SegmentKind};
 use crate::dtype::Dtype;
@@ -109,8 +113,9 @@ pub(crate) struct Found {
 }
 
 /// Read a file as tensors: the first reader that detects it and lists at
-/// least one tensor wins; otherwise one bytes segment.
-pub(crate) fn read(src: &dyn ReadAt) -> std::io::Result<Found> {
+/// least one tensor wins; else what `sidecar` (another file's
+/// description of this one) places; otherwise one bytes segment.
+pub(crate) fn read(src: &dyn ReadAt, sidecar: Option<&Sidecar>) -> std::io::Result<Found> {
     let len = src.len()?;
     let head = head(src, len)?;
     let mut refused = Vec::new();
@@ -140,6 +145,17 @@ pub(crate) fn read(src: &dyn ReadAt) -> std::io::Result<Found> {
             Err(reason) => refused.push((r.name(), reason)),
         }
     }
+    if let Some(s) = sidecar {
+        let segments = tile(s.spans.clone(), len);
+        if segments.iter().any(|s| s.kind == SegmentKind::Tensor) {
+            return Ok(Found {
+                format: Some(s.format()),
+                segments,
+                refused,
+            });
+        }
+        refused.push((s.format(), "no described tensor fits the file".into()));
+    }
     Ok(Found {
         format: None,
         segments: plain(len),
@@ -151,23 +167,49 @@ pub(crate) fn read(src: &dyn ReadAt) -> std::io::Result<Found> {
 /// targets' way in) and check that the segments tile `data`.
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn read_as(format: &str, data: &[u8]) -> Option<Result<Vec<SegmentDesc>, String>> {
-    let r = readers().into_iter().find(|r| r.name() == format)?;
     let len = data.len() as u64;
-    let found = if format == "safetensors" {
-        safetensors::segments(&data, len)
+    let found = if format == "tfjs" {
+        // A manifest: its groups placed in shards of a few lengths, each
+        // shard's segments checked.
+        tfjs::parse(data).map(|groups| {
+            let mut all = Vec::new();
+            for g in groups.iter().take(16) {
+                let lens: Vec<u64> = (0..g.paths.len().min(64) as u64)
+                    .map(|i| 4096 + 100 * i)
+                    .collect();
+                for (spans, l) in tfjs::shard_spans(g, &lens).into_iter().zip(&lens) {
+                    let segs = tile(spans, *l);
+                    check_tiling(&segs, *l);
+                    all.extend(segs);
+                }
+            }
+            all
+        })
     } else {
-        r.tensors(&data, len).map(|t| tile(t, len))
-    };
-    if let Ok(segs) = &found {
-        let mut pos = 0;
-        for s in segs {
-            assert_eq!(s.offset, pos, "segments tile the file");
-            assert!(s.len > 0 && s.len % s.dtype.word_bytes() as u64 == 0);
-            pos += s.len;
+        let r = readers().into_iter().find(|r| r.name() == format)?;
+        let found = if format == "safetensors" {
+            safetensors::segments(&data, len)
+        } else {
+            r.tensors(&data, len).map(|t| tile(t, len))
+        };
+        if let Ok(segs) = &found {
+            check_tiling(segs, len);
         }
-        assert_eq!(pos, len, "segments cover the file");
-    }
+        found
+    };
     Some(found)
+}
+
+/// Assert that `segs` tile `[0, len)` with whole words.
+#[cfg(any(test, feature = "fuzzing"))]
+fn check_tiling(segs: &[SegmentDesc], len: u64) {
+    let mut pos = 0;
+    for s in segs {
+        assert_eq!(s.offset, pos, "segments tile the file");
+        assert!(s.len > 0 && s.len % s.dtype.word_bytes() as u64 == 0);
+        pos += s.len;
+    }
+    assert_eq!(pos, len, "segments cover the file");
 }
 
 /// A file read as no format: one bytes segment (none when empty).

@@ -401,7 +401,7 @@ mod tests {
     );
 
     fn tensors(f: &[u8]) -> Read<'_> {
-        let found = crate::formats::read(&f).unwrap();
+        let found = crate::formats::read(&f, None).unwrap();
         let t = found
             .segments
             .into_iter()

@@ -26,11 +26,10 @@
 //! `int64_data`, `uint64_data`), strings and sub-byte types (int4, uint4,
 //! float4, int2, uint2) stay opaque bytes.
 //!
-//! Not done (for the lead to decide): tensors with `data_location =
-//! EXTERNAL` keep their bytes in another file (`external_data` entries
-//! `location` / `offset` / `length`); this reader never opens another file,
-//! so they are skipped, and the `.onnx_data` file is read as whatever it is
-//! (plain bytes).
+//! A tensor with `data_location = EXTERNAL` keeps its bytes in another
+//! file (`external_data` entries `location`, `offset`, `length`): the
+//! model file's reader skips it, and [`external`] lists it for the file it
+//! lives in (see [`super::sidecar`]; this reader never opens that file).
 
 use super::{MAX_META, MAX_TENSORS, Reader, Span};
 use crate::container::ReadAt;
@@ -112,20 +111,33 @@ impl Reader for Onnx {
     }
 
     fn tensors(&self, src: &dyn ReadAt, len: u64) -> Result<Vec<Span>, String> {
-        let mut w = Walk {
-            r: Window::new(src, len),
-            fields: 0,
-            spans: Vec::new(),
-            names: 0,
-        };
-        w.model(0, len)?;
-        for s in &mut w.spans {
-            if s.name.is_empty() {
-                s.name = format!("tensor@{}", s.offset);
-            }
-        }
-        Ok(w.spans)
+        Ok(walk(src, len)?.spans)
     }
+}
+
+/// Walk a model file: its own tensors, and those kept in other files.
+fn walk(src: &dyn ReadAt, len: u64) -> Result<Walk<'_>, String> {
+    let mut w = Walk {
+        r: Window::new(src, len),
+        fields: 0,
+        spans: Vec::new(),
+        external: Vec::new(),
+        names: 0,
+    };
+    w.model(0, len)?;
+    for s in &mut w.spans {
+        if s.name.is_empty() {
+            s.name = format!("tensor@{}", s.offset);
+        }
+    }
+    Ok(w)
+}
+
+/// The tensors a model file keeps in other files: each with its
+/// `location` as the model writes it (unchecked: a name, never opened
+/// here) and its span in that file (`len` [`TO_END`] when not given).
+pub(super) fn external(src: &dyn ReadAt, len: u64) -> Result<Vec<(String, Span)>, String> {
+    Ok(walk(src, len)?.external)
 }
 
 /// A varint's decoding.
@@ -173,9 +185,16 @@ struct Walk<'a> {
     r: Window<'a>,
     fields: u64,
     spans: Vec<Span>,
+    /// Tensors kept in other files: (`location`, span in that file; `len`
+    /// [`TO_END`] when the entry gives no `length`).
+    external: Vec<(String, Span)>,
     /// Bytes of tensor names kept so far (at most [`MAX_META`]).
     names: u64,
 }
+
+/// An external tensor's length when its entry gives none: to the end of
+/// its file.
+pub(super) const TO_END: u64 = u64::MAX;
 
 impl Walk<'_> {
     /// The field at `pos` of a message ending at `end` (`None` at its end),
@@ -372,6 +391,7 @@ impl Walk<'_> {
         let mut floats = None;
         let mut doubles = None;
         let mut external = false;
+        let (mut location, mut ext_offset, mut ext_len) = (None, 0u64, TO_END);
         let mut pos = start;
         while let Some((num, wire)) = self.field(&mut pos, end)? {
             match (num, wire) {
@@ -406,11 +426,28 @@ impl Walk<'_> {
                 (8, Wire::Len(s, n)) => name = self.string(s, n)?,
                 (9, Wire::Len(s, n)) => raw = Some((s, n)),
                 (10, Wire::Len(s, n)) => doubles = Some((s, n)),
+                (13, Wire::Len(s, n)) => match self.entry(s, s + n)? {
+                    (Some(k), Some(v)) if k == "location" => location = Some(v),
+                    (Some(k), Some(v)) if k == "offset" => {
+                        ext_offset = v
+                            .parse()
+                            .map_err(|_| format!("tensor at {start}: external offset {v:?}"))?
+                    }
+                    (Some(k), Some(v)) if k == "length" => {
+                        ext_len = v
+                            .parse()
+                            .map_err(|_| format!("tensor at {start}: external length {v:?}"))?
+                    }
+                    _ => {}
+                },
                 (14, Wire::Varint(l)) => external = l == 1,
                 _ => {}
             }
         }
         if external {
+            if let Some(location) = location {
+                self.push_external(location, name, data_type, &dims, flat, ext_offset, ext_len)?;
+            }
             return Ok(());
         }
         let dims = (!flat).then_some(&dims[..]);
@@ -439,6 +476,62 @@ impl Walk<'_> {
                 len,
             )?;
         }
+        Ok(())
+    }
+
+    /// A `StringStringEntryProto`: its `key` (1) and `value` (2).
+    fn entry(&mut self, start: u64, end: u64) -> Result<(Option<String>, Option<String>), String> {
+        let (mut k, mut v) = (None, None);
+        let mut pos = start;
+        while let Some((num, wire)) = self.field(&mut pos, end)? {
+            match (num, wire) {
+                (1, Wire::Len(s, n)) => k = Some(self.string(s, n)?),
+                (2, Wire::Len(s, n)) => v = Some(self.string(s, n)?),
+                _ => {}
+            }
+        }
+        Ok((k, v))
+    }
+
+    /// List a tensor kept at `offset` of the file `location` (`len`
+    /// bytes, [`TO_END`] when not given).
+    #[allow(clippy::too_many_arguments)]
+    fn push_external(
+        &mut self,
+        location: String,
+        name: String,
+        data_type: u64,
+        dims: &[u64],
+        flat: bool,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), String> {
+        if self.spans.len() + self.external.len() >= MAX_TENSORS {
+            return Err(format!("more than {MAX_TENSORS} tensors"));
+        }
+        self.names += (name.len() + location.len()) as u64;
+        if self.names > MAX_META {
+            return Err(format!("more than {MAX_META} bytes of tensor names"));
+        }
+        let (dtype, pair) = onnx_dtype(data_type);
+        let dims = (!flat).then_some(dims);
+        // The shape when the length is known; one to the file's end is
+        // shaped when the file is found (see `super::sidecar`).
+        let shape = match (dtype, len) {
+            (Dtype::Bytes, _) => vec![],
+            (_, TO_END) => dims.map(|d| d.to_vec()).unwrap_or_default(),
+            _ => shape(dims, pair, dtype.word_bytes() as u64, len),
+        };
+        self.external.push((
+            location,
+            Span {
+                name,
+                dtype,
+                shape,
+                offset,
+                len,
+            },
+        ));
         Ok(())
     }
 
@@ -684,7 +777,7 @@ mod tests {
         assert_eq!((s.dtype, &s.shape[..], s.len), (Dtype::I64, &[1][..], 8));
         assert_eq!(spans.iter().filter(|s| s.dtype == Dtype::I64).count(), 154);
         // All of them are kept by tile (none overlaps, none is out of bounds).
-        let found = read(&&data[..]).unwrap();
+        let found = read(&&data[..], None).unwrap();
         assert_eq!(found.format, Some("onnx"));
         let kept = found
             .segments

@@ -252,7 +252,7 @@ mod tests {
 
     #[test]
     fn real_sample_reads_as_its_safetensors_twin() {
-        let found = crate::formats::read(&SAMPLE).unwrap();
+        let found = crate::formats::read(&SAMPLE, None).unwrap();
         assert_eq!(found.format, Some("pytorch"));
         let tensors: Vec<_> = found
             .segments

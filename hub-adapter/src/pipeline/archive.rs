@@ -19,11 +19,20 @@ use super::options::MirrorOptions;
 use super::plan::is_safetensors;
 use super::{blocking, codec_err_d, codec_err_e};
 
+/// What every file of a mirror is compressed with.
+pub(super) struct Coding {
+    /// The repo's prior.
+    pub prior: Option<Arc<brevis_core::Prior>>,
+    /// The files whose tensors other files of the repo describe (TF.js
+    /// shards, ONNX external data), by local path.
+    pub sidecars: brevis_core::Sidecars,
+}
+
 /// The stored form of the source file `f` (hashes `h`): its archive (built
 /// and proven) or the file itself, as a manifest entry and an upload.
 pub(super) async fn store(
     opts: &MirrorOptions,
-    prior: &Option<Arc<brevis_core::Prior>>,
+    coding: &Coding,
     work: &Work,
     f: &RepoFile,
     archive: &str,
@@ -35,7 +44,7 @@ pub(super) async fn store(
     let stored = match enc {
         Encoding::Identity => work.src.join(&f.path),
         Encoding::Brv => {
-            let out = build_archive(opts, prior, work, f, archive, h).await?;
+            let out = build_archive(opts, coding, work, f, archive, h).await?;
             let len = std::fs::metadata(&out)
                 .map_err(|e| HubError::io(&out, e))?
                 .len();
@@ -102,7 +111,7 @@ pub(super) async fn store(
 /// does not fails the mirror.
 async fn build_archive(
     opts: &MirrorOptions,
-    prior: &Option<Arc<brevis_core::Prior>>,
+    coding: &Coding,
     work: &Work,
     f: &RepoFile,
     archive: &str,
@@ -120,7 +129,7 @@ async fn build_archive(
     loop {
         if !reuse {
             (opts.notes)(&format!("compressing {}", f.path));
-            compress(opts, prior, &local, &out, &f.path).await?;
+            compress(opts, coding, &local, &out, &f.path).await?;
         } else {
             // Its compression is done: an earlier run did it.
             opts.progress.file_advance(&f.path, f.size);
@@ -156,7 +165,7 @@ async fn build_archive(
 /// caller proves it against the Hub's SHA-256.
 async fn compress(
     opts: &MirrorOptions,
-    prior: &Option<Arc<brevis_core::Prior>>,
+    coding: &Coding,
     local: &Path,
     out: &Path,
     path: &str,
@@ -164,7 +173,8 @@ async fn compress(
     let mut co = brevis_core::CompressOptions::default()
         .verify(false)
         .threads(opts.threads)
-        .prior(prior.clone())
+        .prior(coding.prior.clone())
+        .sidecar(coding.sidecars.get(local).cloned())
         .progress(FileProgress::arc(&opts.progress, path));
     if let Some(b) = opts.budget {
         co = co.budget(b);

@@ -14,7 +14,7 @@ use crate::hashing::{FileHashes, hash_file};
 use crate::manifest::{Encoding, FileEntry, MANIFEST_NAME, Manifest, PRIOR_NAME, Source};
 use crate::paths::{check_globs, check_repo_id, check_revision, selected};
 
-use super::archive::store;
+use super::archive::{Coding, store};
 use super::download::{fetch_manifest, run_size};
 use super::options::MirrorOptions;
 use super::plan::{check_plan, is_weight, plan_names};
@@ -68,8 +68,16 @@ pub async fn mirror(
     report.downloaded_bytes = downloaded;
     let hashes = source_hashes(opts, &plan, &work, checked).await?;
     std::fs::create_dir_all(&work.out).map_err(|e| HubError::io(&work.out, e))?;
-    let prior = prior(opts, &plan, &work).await?;
-    let built = compress_and_prove(dst, opts, &plan, &work, &hashes, &prior.prior).await?;
+    // Files whose tensors another file of the repo describes (TF.js
+    // shards beside their model.json, an ONNX model's external data).
+    let locals: Vec<PathBuf> = plan.files.iter().map(|f| work.src.join(&f.path)).collect();
+    let sidecars = blocking(move || Ok(brevis_core::Sidecars::find(&locals))).await?;
+    let prior = prior(opts, &plan, &work, &sidecars).await?;
+    let coding = Coding {
+        prior: prior.prior.clone(),
+        sidecars,
+    };
+    let built = compress_and_prove(dst, opts, &plan, &work, &hashes, &coding).await?;
     report.files = built.files;
     let mut uploads = built.uploads;
     let (own, mirror_bytes) = own_files(src, opts, &plan, &report.files, &prior, &work)?;
@@ -465,16 +473,25 @@ struct PriorText {
 }
 
 /// `opts.prior`, else one learned from the source's shards.
-async fn prior(opts: &MirrorOptions, plan: &Plan, work: &Work) -> Result<PriorText> {
+async fn prior(
+    opts: &MirrorOptions,
+    plan: &Plan,
+    work: &Work,
+    sidecars: &brevis_core::Sidecars,
+) -> Result<PriorText> {
     // Every weight file whose bytes a format reader knows, whatever its
-    // container: one prior for all of the repo's tensors.
+    // container, or whose tensors another file describes: one prior for
+    // all of the repo's tensors.
     let shards: Vec<PathBuf> = plan
         .files
         .iter()
         .filter(|f| is_weight(&f.path))
         .map(|f| work.src.join(&f.path))
-        .filter(|p| matches!(brevis_core::detect_container(p), Ok(Some(_))))
+        .filter(|p| {
+            sidecars.get(p).is_some() || matches!(brevis_core::detect_container(p), Ok(Some(_)))
+        })
         .collect();
+    let learn = brevis_core::LearnOptions::default().sidecars(sidecars.clone());
     let json = if let Some(p) = &opts.prior {
         let text = std::fs::read_to_string(p).map_err(|e| HubError::io(p, e))?;
         brevis_core::Prior::from_json(&text)
@@ -484,8 +501,7 @@ async fn prior(opts: &MirrorOptions, plan: &Plan, work: &Work) -> Result<PriorTe
         (opts.notes)(&format!("learning a prior from {} shard(s)", shards.len()));
         let prior = blocking(move || {
             let refs: Vec<&Path> = shards.iter().map(PathBuf::as_path).collect();
-            brevis_core::Prior::learn(&refs, &brevis_core::LearnOptions::default())
-                .map_err(|e| codec_err_e("prior", e))
+            brevis_core::Prior::learn(&refs, &learn).map_err(|e| codec_err_e("prior", e))
         })
         .await?;
         Some(prior.to_json())
@@ -519,7 +535,7 @@ async fn compress_and_prove(
     plan: &Plan,
     work: &Work,
     hashes: &[FileHashes],
-    prior: &Option<Arc<brevis_core::Prior>>,
+    coding: &Coding,
 ) -> Result<Built> {
     let mut built = Built {
         files: Vec::new(),
@@ -541,7 +557,7 @@ async fn compress_and_prove(
     );
     let compressed: Result<()> = async {
         for ((f, (archive, enc)), h) in plan.files.iter().zip(&plan.names).zip(hashes) {
-            let (entry, upload) = store(opts, prior, work, f, archive, *enc, h).await?;
+            let (entry, upload) = store(opts, coding, work, f, archive, *enc, h).await?;
             let archived = entry.encoding == Encoding::Brv;
             built.files.push(entry);
             if archived {
