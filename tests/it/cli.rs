@@ -583,6 +583,21 @@ fn regression_16_bench_json_paths_totals_and_nulls() {
     let mut archive = 0;
     for m in models {
         assert!(m["mb_per_s"]["zstd19_compress"].is_null(), "{m}");
+        // The codec as peers are timed: one thread and all, the decoder
+        // alone and with the SHA-256 proof.
+        for k in [
+            "brevis_compress_1t",
+            "brevis_compress_all",
+            "brevis_decode_1t",
+            "brevis_decode_all",
+            "brevis_decompress_1t",
+            "brevis_decompress_all",
+        ] {
+            assert!(
+                m["mb_per_s"][k].as_f64().is_some_and(|x| x > 0.0),
+                "{k}: {m}"
+            );
+        }
         assert!(m["ratio"]["zstd19"].is_null(), "{m}");
         assert!(m["prior_learn_seconds"].is_null(), "{m}");
         let a = m["archive_bytes"].as_u64().expect("archive_bytes");

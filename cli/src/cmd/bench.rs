@@ -29,6 +29,9 @@ struct Totals {
     cn: f64,
     d1: f64,
     dn: f64,
+    /// Decoding alone (no SHA-256 of the output).
+    e1: f64,
+    en: f64,
     z3c: f64,
     z3d: f64,
     z19c: Option<f64>,
@@ -187,6 +190,7 @@ pub fn run(a: BenchArgs, ui: &Ui) -> Result<Outcome> {
                 "model": name, "path": path, "files": t.files, "bytes": t.bytes,
                 "archive_bytes": t.brevis, "ratio": t.ratios(),
                 "mb_per_s": {"brevis_compress_1t": mbps(t.bytes, t.c1), "brevis_compress_all": mbps(t.bytes, t.cn),
+                             "brevis_decode_1t": mbps(t.bytes, t.e1), "brevis_decode_all": mbps(t.bytes, t.en),
                              "brevis_decompress_1t": mbps(t.bytes, t.d1), "brevis_decompress_all": mbps(t.bytes, t.dn),
                              "zstd3_compress": mbps(t.bytes, t.z3c), "zstd3_decompress": mbps(t.bytes, t.z3d),
                              "zstd19_compress": t.z19c.map(|s| mbps(t.bytes, s))},
@@ -219,11 +223,22 @@ pub fn run(a: BenchArgs, ui: &Ui) -> Result<Outcome> {
 /// The sums over the files of one path argument (its prior learned first,
 /// unless given or `--no-prior`).
 fn measure_path(a: &BenchArgs, p: &Path, all: usize, ui: &Ui) -> Result<Totals> {
-    let files: Vec<PathBuf> = walk(p)?;
+    let found: Vec<PathBuf> = walk(p)?;
+    // The describing files (a TF.js model.json, an ONNX model) are read
+    // for their shards' tensors; in a folder, only weight files are
+    // measured.
+    let sidecars = Sidecars::find(&found);
+    let files: Vec<PathBuf> = if p.is_dir() {
+        found
+            .into_iter()
+            .filter(|f| crate::files::has_tensors(f, &sidecars))
+            .collect()
+    } else {
+        found
+    };
     if files.is_empty() {
-        bail!("{}: no files", p.display());
+        bail!("{}: no weight files", p.display());
     }
-    let sidecars = Sidecars::find(&files);
     let shards: Vec<&Path> = files
         .iter()
         .filter(|f| crate::files::has_tensors(f, &sidecars))
@@ -279,19 +294,30 @@ fn measure_file(
             f.display()
         );
     }
-    let dec = |threads: usize| -> Result<(Vec<u8>, f64)> {
-        let archive = Archive::new(&ar1[..])?;
+    // Decompress: decode, hash and check the SHA-256 (as every command
+    // does); decode: the decoder alone, as other compressors are timed.
+    let archive = Archive::new(&ar1[..])?;
+    let dec = |threads: usize, hash: bool| -> Result<(Vec<u8>, f64)> {
         let mut out = Vec::with_capacity(data.len());
-        let (r, s) =
-            timed(|| archive.decode_to(&mut out, &DecompressOptions::default().threads(threads)));
+        let opts = DecompressOptions::default().threads(threads);
+        let (r, s) = timed(|| {
+            if hash {
+                archive.decode_to(&mut out, &opts).map(|_| ())
+            } else {
+                archive.decode_unhashed_to(&mut out, &opts).map(|_| ())
+            }
+        });
         r?;
         Ok((out, s))
     };
-    let (back, d1) = dec(1)?;
-    let (_, dn) = dec(all)?;
+    let (back, d1) = dec(1, true)?;
     if back != data {
         bail!("{}: round trip differs", f.display());
     }
+    drop(back);
+    let (_, dn) = dec(all, true)?;
+    let (_, e1) = dec(1, false)?;
+    let (_, en) = dec(all, false)?;
     let (z3, z3c) = timed(|| zstd::bulk::compress(data, 3));
     let z3 = z3?;
     let (_, z3d) = timed(|| zstd::bulk::decompress(&z3, data.len()));
@@ -309,6 +335,8 @@ fn measure_file(
     t.cn += cn;
     t.d1 += d1;
     t.dn += dn;
+    t.e1 += e1;
+    t.en += en;
     t.z3c += z3c;
     t.z3d += z3d;
     t.files += 1;
@@ -353,18 +381,22 @@ fn print_tables(rows: &[serde_json::Value], total: &serde_json::Value, all: usiz
             ratio("brevis"),
         );
     }
-    outln!("\nMB/s of original bytes (compress / decompress):\n");
+    outln!(
+        "\nMB/s of original bytes, in memory (compress / decode / decompress = decode + SHA-256 check):\n"
+    );
     outln!("| model | Brevis 1T | Brevis {all}T | zstd -3 | zstd -19 c | prior learn s |");
     outln!("|---|---|---|---|---|---|");
     for r in rows {
         let m = &r["mb_per_s"];
         let f = |k: &str| cell(&m[k], 0);
         outln!(
-            "| {} | {} / {} | {} / {} | {} / {} | {} | {} |",
+            "| {} | {} / {} / {} | {} / {} / {} | {} / {} | {} | {} |",
             label(r),
             f("brevis_compress_1t"),
+            f("brevis_decode_1t"),
             f("brevis_decompress_1t"),
             f("brevis_compress_all"),
+            f("brevis_decode_all"),
             f("brevis_decompress_all"),
             f("zstd3_compress"),
             f("zstd3_decompress"),
@@ -375,18 +407,24 @@ fn print_tables(rows: &[serde_json::Value], total: &serde_json::Value, all: usiz
     Ok(())
 }
 
+/// The files under `p` (a file: itself), in name order; hidden entries
+/// and `.brv` archives left out.
 fn walk(p: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     if p.is_dir() {
         let mut e: Vec<PathBuf> = std::fs::read_dir(p)
             .with_context(|| format!("listing {}", p.display()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|x| {
+                !x.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            })
             .collect();
         e.sort();
         for x in e {
             if x.is_dir() {
                 out.extend(walk(&x)?);
-            } else if x.extension().is_some_and(|e| e == "safetensors") {
+            } else if x.is_file() && x.extension().is_none_or(|e| e != "brv") {
                 out.push(x);
             }
         }
