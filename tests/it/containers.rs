@@ -265,3 +265,29 @@ async fn a_repo_of_every_container_mirrors_and_pulls_back_exactly() {
     assert!(v.ok, "{v:?}");
     srv.shutdown().await;
 }
+
+/// A file that claims a format but cannot be read as it (a GGUF cut in its
+/// header) is coded as plain bytes, exactly, and the report says which
+/// format and why.
+#[test]
+fn a_file_a_reader_refuses_is_plain_bytes_and_says_why() {
+    let data = std::fs::read(testdata("gguf/gemma-3-270m-cut.gguf")).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let (src, dst) = (d.path().join("cut.gguf"), d.path().join("cut.gguf.brv"));
+    std::fs::write(&src, &data[..3000]).unwrap();
+    let r = brevis_core::compress_file(&src, &dst, false, &CompressOptions::default()).unwrap();
+    assert_eq!(r.format, None);
+    assert!(
+        r.unread.len() == 1 && r.unread[0].starts_with("gguf: "),
+        "{:?}",
+        r.unread
+    );
+    assert_eq!(
+        brevis_core::decompress(&std::fs::read(&dst).unwrap()).unwrap(),
+        &data[..3000]
+    );
+    // A file that claims nothing has nothing to say.
+    std::fs::write(&src, b"plain text, no container").unwrap();
+    let r = brevis_core::compress_file(&src, &dst, true, &CompressOptions::default()).unwrap();
+    assert!(r.unread.is_empty());
+}

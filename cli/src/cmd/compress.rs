@@ -186,6 +186,11 @@ impl Done<'_> {
     fn report(&self, r: &CompressReport, ui: &Ui) -> serde_json::Value {
         let (src, dst, secs) = (self.src.display(), self.dst.display(), self.secs);
         let out = self.written(r);
+        for why in &r.unread {
+            ui.note(format!(
+                "{src}: not read as tensors ({why}); coded as plain bytes"
+            ));
+        }
         ui.note(if self.stored {
             format!(
                 "{src} -> {dst}: stored as is ({} bytes; its archive would be {} bytes) in {secs:.2}s",
@@ -203,7 +208,7 @@ impl Done<'_> {
             "original_bytes": r.original_len, "stored": self.stored,
             "archive_bytes": out, "ratio": ratio(out, r.original_len),
             "sha256": hex::encode(r.sha256), "seconds": secs, "verified": self.verified,
-            "container": r.format, "searched_tensors": r.searched_tensors, "candidates_judged": r.judged,
+            "container": r.format, "unread": r.unread, "searched_tensors": r.searched_tensors, "candidates_judged": r.judged,
             "search_seconds": r.search_seconds,
         })
     }

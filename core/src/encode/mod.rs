@@ -81,7 +81,21 @@ fn compress_on_pool<W: Sink>(
     let len = src.len().map_err(|e| io(&label, e))?;
     let found = read_segments(src, name, opts.strict_safetensors, opts.sidecar.as_deref())?;
     let format = found.format;
-    let with_format = |r: CompressReport| CompressReport { format, ..r };
+    // Formats the file claimed, and why none could be read (it is then
+    // coded as plain bytes, still exactly).
+    let unread: Vec<String> = match format {
+        Some(_) => vec![],
+        None => found
+            .refused
+            .into_iter()
+            .map(|(f, why)| format!("{f}: {why}"))
+            .collect(),
+    };
+    let with_format = |r: CompressReport| CompressReport {
+        format,
+        unread,
+        ..r
+    };
     compress_segments(src, name, len, found.segments, out, opts).map(with_format)
 }
 

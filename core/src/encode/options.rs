@@ -120,4 +120,8 @@ pub struct CompressReport {
     /// The container whose tensors were read (`"safetensors"`, `"gguf"`,
     /// `"pytorch"`, ...), `None` when the file was coded as plain bytes.
     pub format: Option<&'static str>,
+    /// When the file was coded as plain bytes though a format's first
+    /// bytes were found in it: each such format and why it could not be
+    /// read (`"gguf: tensor info 3: offset past the data end"`).
+    pub unread: Vec<String>,
 }

@@ -122,6 +122,7 @@ pub(super) fn encode_segments<W: Write + Seek>(
         judged,
         search_seconds,
         format: None,
+        unread: Vec::new(),
     })
 }
 
