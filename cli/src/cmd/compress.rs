@@ -243,6 +243,10 @@ fn choose_prior(
             .threads(threads)
             .sidecars(sidecars.clone()),
     )?;
+    if p.tensors == 0 {
+        // The files claimed a format but none could be read as tensors.
+        return Ok(None);
+    }
     ui.note(format!(
         "learned a prior from {} tensors in {:.1}s",
         p.tensors,
