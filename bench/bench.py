@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Benchmark Brevis against zstd and ZipNN on the same safetensors files, in one run.
+"""Benchmark Brevis against zstd and ZipNN on the same safetensors files, in one run;
+with --native, also the original containers (GGUF, PyTorch, ONNX, ...) beside their twins.
 
 Setup (once):
     python3 -m venv ~/.cache/brevis-data/bench-venv
@@ -10,6 +11,8 @@ Run:
     nice -n 10 ~/.cache/brevis-data/bench-venv/bin/python bench/bench.py            # every fetched model
     ... bench/bench.py --models silero-vad,minilm-l6-v2 --json bench.json
     ... bench/bench.py testdata/astra-bf16 some/file.safetensors                     # folders / files
+    ... bench/bench.py --native --xz --json bench.json         # + native containers vs twins
+    ... bench/bench.py --native-only --models gemma3-270m-q4km --repeat 5         # only those
 
 A "model" is a folder (all its *.safetensors files, recursively) or a single file.
 Default: every folder in $BREVIS_DATA/models (~/.cache/brevis-data/models).
@@ -54,6 +57,33 @@ MB = 10^6 bytes; speeds are MB of ORIGINAL bytes per second, wall clock):
                for N = 1 and 2 (--brevis-threads). Skipped (with the error printed) when
                the binary is missing or fails. The ratio shown is from the first N. Times
                are whole processes (start-up, reading and writing files included).
+
+--native (after the model tables; --native-only: instead of them): issue 30's measures.
+  Native table  One row per original container in $BREVIS_DATA/raw (NATIVE_SETS: gemma .gguf,
+               astra .pt, whisper CTranslate2 model.bin, silero .onnx and .jit, human-tfjs
+               *.bin shards + *.json manifests as one set) beside its safetensors twin (the
+               model folder; --models filters by that folder's name):
+                 container     compress --json's "container" per file ("none" = no reader,
+                               generic path; several readers: each with its count);
+                 Brevis        native archive bytes / native bytes, first --brevis-threads;
+                 twin's Brevis the twin's archives / the twin, same run;
+                 zstd -19, xz -6  (xz with --xz) each file one frame;
+                 archive / twin's  native archive bytes / twin archive bytes.
+               A set with side files (human-tfjs) is ONE `compress` call over shards and
+               manifests together; its ratios read "A / B": A over the *.bin bytes only
+               (their archives, or zstd/xz frames), B over *.bin + *.json.
+  Speed table  Per native set and thread count: compress and decompress MB/s of the native
+               files and of the twin (each over its own original bytes), and native/twin of
+               each (issue 30's target: compress >= 0.8). Brevis timed as above (compress
+               includes its default verify) with --json added; --repeat runs per side
+               (default 3), native and twin alternated (the order flips each repeat), the
+               fastest compress and the fastest decompress kept. search s = "search_seconds"
+               summed over compress's --json report, fastest run.
+  Generic table Files no reader knows (--generic FILE..., default whisper's tokenizer.json
+               and this Python's static libpython*.a): Brevis `compress -T 1` ratio and
+               MB/s with the default verify and with --no-verify (alternated, best of
+               --repeat), decompress -T 1 MB/s, beside zstd -19, zstd -3 (and xz -6) ratio
+               and zstd speeds.
 
 Nothing here is a timed assertion: this prints numbers. A failure on one file is
 reported and the run continues; a cell computed over only part of a model's files is
