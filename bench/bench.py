@@ -58,6 +58,12 @@ MB = 10^6 bytes; speeds are MB of ORIGINAL bytes per second, wall clock):
                the binary is missing or fails. The ratio shown is from the first N. Times
                are whole processes (start-up, reading and writing files included).
 
+--in-memory   The codec as peers are timed: `brevis-hub bench --json --no-zstd19` on each model
+               (its folder), in memory: compress, decode (no output hash) and decompress (decode +
+               SHA-256 check) MB/s at one thread and at all, beside ZipNN's one-thread in-memory
+               compress / decompress, and the ratios issue 31 targets (decode 1T / ZipNN d,
+               compress 1T / ZipNN c, decompress all / 1T).
+
 --native (after the model tables; --native-only: instead of them): issue 30's measures.
   Native table  One row per original container in $BREVIS_DATA/raw (NATIVE_SETS: gemma .gguf,
                astra .pt, whisper CTranslate2 model.bin, silero .onnx and .jit, human-tfjs
@@ -381,6 +387,54 @@ def bench_brevis(binary, files, threads, tmp_base, timeout, extra=(), report=Fal
         return res
     finally:
         shutil.rmtree(tdir, ignore_errors=True)
+
+
+# The codec as peers are timed (`brevis-hub bench --json`, mb_per_s), beside ZipNN's.
+IN_MEMORY_KEYS = ["brevis_compress_1t", "brevis_compress_all", "brevis_decode_1t", "brevis_decode_all",
+                  "brevis_decompress_1t", "brevis_decompress_all"]
+
+
+def bench_in_memory(binary, files, timeout):
+    """`brevis-hub bench --json --no-zstd19` on a model's files (its folder when they share
+    one, so one prior is learned for all of them): the codec in memory, one thread and all."""
+    folder = os.path.commonpath(files) if len(files) > 1 else files[0]
+    cmd = [binary, "bench", "--json", "--no-zstd19", folder]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"bench exit {p.returncode}: {p.stderr.decode(errors='replace').strip()[-800:]}")
+    (row,) = json.loads(p.stdout)["models"]
+    if row["bytes"] != sum(os.path.getsize(f) for f in files):
+        raise RuntimeError(f"bench measured {row['bytes']} bytes, not the model's files")
+    return {"mb_per_s": {k: row["mb_per_s"].get(k) for k in IN_MEMORY_KEYS},
+            "threads_all": row["threads_all"], "ratio": row["ratio"]["brevis"]}
+
+
+def in_memory_table(results):
+    """ZipNN (one thread, in memory) beside the codec as `brevis-hub bench` times it."""
+    rows = [m for m in results if m.get("in_memory")]
+    if not rows:
+        return []
+    n = rows[0]["in_memory"]["threads_all"]
+    cols = ["ZipNN c", "ZipNN d", "c 1T", f"c {n}T", "decode 1T", f"decode {n}T", "decompress 1T",
+            f"decompress {n}T", "decode 1T / ZipNN d", "c 1T / ZipNN c", f"decompress {n}T / 1T"]
+    L = ["", "The codec in memory, as peers are timed (MB/s of original bytes):", "",
+         "| model | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+
+    def f(v, d=0):
+        return "n/a" if v is None else f"{v:.{d}f}"
+    for m in rows:
+        z = m["methods"].get("zipnn") or {}
+        b = m["in_memory"]["mb_per_s"]
+        zc, zd = z.get("c_MBps"), z.get("d_MBps")
+        div = lambda a, c: a / c if a and c else None
+        L.append(f"| {m['model']} | {f(zc)} | {f(zd)} | " + " | ".join(f(b[k]) for k in IN_MEMORY_KEYS) + " | "
+                 + " | ".join(f(x, 2) for x in (div(b["brevis_decode_1t"], zd), div(b["brevis_compress_1t"], zc),
+                                                div(b["brevis_decompress_all"], b["brevis_decompress_1t"]))) + " |")
+    L += ["", "Brevis: `brevis-hub bench --json` (in memory, no file I/O, a prior learned per model first "
+          "and not timed); decode = the decoder alone (each region's checksum checked), decompress = "
+          "decode + the SHA-256 of the output checked against the archive's. ZipNN: per tensor, "
+          "threads=1, in memory, no hash (as in the speed table above)."]
+    return L
 
 
 # ----------------------------------------------------------------- native containers
@@ -768,6 +822,12 @@ def run_model(name, files, args, zipnn, brevis_bin):
             except Exception as e:
                 m["errors"].append(f"{key}: {type(e).__name__}: {e}")
                 log(f"[bench]   {key}: {type(e).__name__}: {e}")
+    if brevis_bin and args.in_memory:
+        try:
+            m["in_memory"] = bench_in_memory(brevis_bin, files, args.brevis_timeout)
+        except Exception as e:
+            m["errors"].append(f"brevis bench: {type(e).__name__}: {e}")
+            log(f"[bench]   brevis bench: {type(e).__name__}: {e}")
     for k, a in acc.items():
         a["ratio"] = a["bytes"] / a["orig"] if a["orig"] else None
         a["partial"] = a["orig"] != m["orig_bytes"]
@@ -867,6 +927,7 @@ def tables(results, args):
              "thread, in memory. ZipNN: bytes given to ZipNN / time of its calls (the header and any "
              "tensor counted raw are excluded from both). Brevis: the whole `brevis-hub` process "
              "(start-up, file reading and writing included); the SHA-256 check is not timed.")
+    L += in_memory_table(results)
     return "\n".join(L)
 
 
@@ -890,6 +951,9 @@ def main():
     ap.add_argument("--brevis-timeout", type=float, default=3600)
     ap.add_argument("--brevis-compress-args", default="",
                     help="extra arguments for `brevis-hub compress`, e.g. \"--no-verify --budget 8\"")
+    ap.add_argument("--in-memory", action="store_true",
+                    help="also `brevis-hub bench --json` per model: the codec in memory, one thread and all, "
+                         "decode alone and with the SHA-256, beside ZipNN's in-memory speeds")
     ap.add_argument("--tmp", default=None, help="scratch folder for Brevis archives (default: system temp)")
     ap.add_argument("--native", action="store_true",
                     help="after the model tables: the original containers in $BREVIS_DATA/raw beside their "
