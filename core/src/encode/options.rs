@@ -104,6 +104,7 @@ impl CompressOptions {
 
 /// What compressing one file produced.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CompressReport {
     /// Length of the original file.
     pub original_len: u64,

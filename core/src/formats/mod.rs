@@ -253,10 +253,19 @@ pub(crate) fn tile(mut spans: Vec<Span>, len: u64) -> Vec<SegmentDesc> {
         } else {
             (SegmentKind::Tensor, s.dtype)
         };
+        let mut name = s.name;
+        if name.len() as u64 > crate::container::MAX_NAME_LEN {
+            // The archive's limit on a name (a reader's own are lower).
+            let mut cut = crate::container::MAX_NAME_LEN as usize;
+            while !name.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            name.truncate(cut);
+        }
         segs.push(SegmentDesc {
             kind,
             dtype,
-            name: s.name,
+            name,
             shape: s.shape,
             offset: s.offset,
             len: s.len,

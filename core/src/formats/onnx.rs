@@ -392,6 +392,7 @@ impl Walk<'_> {
         let mut doubles = None;
         let mut external = false;
         let (mut location, mut ext_offset, mut ext_len) = (None, 0u64, TO_END);
+        let mut bad_entry = false;
         let mut pos = start;
         while let Some((num, wire)) = self.field(&mut pos, end)? {
             match (num, wire) {
@@ -426,18 +427,18 @@ impl Walk<'_> {
                 (8, Wire::Len(s, n)) => name = self.string(s, n)?,
                 (9, Wire::Len(s, n)) => raw = Some((s, n)),
                 (10, Wire::Len(s, n)) => doubles = Some((s, n)),
+                // An entry that does not parse leaves out this tensor
+                // only (its bytes stay in its file's plain bytes).
                 (13, Wire::Len(s, n)) => match self.entry(s, s + n)? {
                     (Some(k), Some(v)) if k == "location" => location = Some(v),
-                    (Some(k), Some(v)) if k == "offset" => {
-                        ext_offset = v
-                            .parse()
-                            .map_err(|_| format!("tensor at {start}: external offset {v:?}"))?
-                    }
-                    (Some(k), Some(v)) if k == "length" => {
-                        ext_len = v
-                            .parse()
-                            .map_err(|_| format!("tensor at {start}: external length {v:?}"))?
-                    }
+                    (Some(k), Some(v)) if k == "offset" => match v.parse() {
+                        Ok(o) => ext_offset = o,
+                        Err(_) => bad_entry = true,
+                    },
+                    (Some(k), Some(v)) if k == "length" => match v.parse() {
+                        Ok(l) if l != TO_END => ext_len = l,
+                        _ => bad_entry = true,
+                    },
                     _ => {}
                 },
                 (14, Wire::Varint(l)) => external = l == 1,
@@ -445,7 +446,7 @@ impl Walk<'_> {
             }
         }
         if external {
-            if let Some(location) = location {
+            if let (Some(location), false) = (location, bad_entry) {
                 self.push_external(location, name, data_type, &dims, flat, ext_offset, ext_len)?;
             }
             return Ok(());
@@ -519,7 +520,14 @@ impl Walk<'_> {
         // shaped when the file is found (see `super::sidecar`).
         let shape = match (dtype, len) {
             (Dtype::Bytes, _) => vec![],
-            (_, TO_END) => dims.map(|d| d.to_vec()).unwrap_or_default(),
+            // Checked against the length once it is known.
+            (_, TO_END) => {
+                let mut d = dims.map(|d| d.to_vec()).unwrap_or_default();
+                if pair && dims.is_some() {
+                    d.push(2);
+                }
+                d
+            }
             _ => shape(dims, pair, dtype.word_bytes() as u64, len),
         };
         self.external.push((
@@ -737,6 +745,64 @@ mod tests {
         }
         t.push(ld(9, raw));
         cat(&t)
+    }
+
+    /// A tensor kept in another file: its `external_data` entries.
+    fn external(name: &str, data_type: u64, dims: &[u64], entries: &[(&str, &str)]) -> Vec<u8> {
+        let mut t: Vec<Vec<u8>> = dims.iter().map(|&d| vi(1, d)).collect();
+        t.push(vi(2, data_type));
+        t.push(ld(8, name.as_bytes()));
+        for (k, v) in entries {
+            t.push(ld(13, &cat(&[ld(1, k.as_bytes()), ld(2, v.as_bytes())])));
+        }
+        t.push(vi(14, 1));
+        cat(&t)
+    }
+
+    #[test]
+    fn external_tensors_are_listed_for_their_file() {
+        let m = model(&cat(&[
+            ld(
+                5,
+                &external(
+                    "a",
+                    1,
+                    &[2, 3],
+                    &[("location", "w/d.bin"), ("offset", "64"), ("length", "24")],
+                ),
+            ),
+            // No length: to the end of its file; complex64 keeps its pairs.
+            ld(5, &external("c", 14, &[3], &[("location", "d.bin")])),
+            // A bad offset leaves out that tensor only.
+            ld(
+                5,
+                &external("bad", 1, &[1], &[("location", "d.bin"), ("offset", "x")]),
+            ),
+            ld(5, &tensor("inline", 1, &[2], &[0; 8])),
+        ]));
+        let ext = super::external(&&m[..], m.len() as u64).unwrap();
+        let got: Vec<_> = ext
+            .iter()
+            .map(|(l, s)| {
+                (
+                    l.as_str(),
+                    s.name.as_str(),
+                    s.dtype,
+                    s.shape.clone(),
+                    s.offset,
+                    s.len,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("w/d.bin", "a", Dtype::F32, vec![2, 3], 64, 24),
+                ("d.bin", "c", Dtype::F32, vec![3, 2], 0, TO_END),
+            ]
+        );
+        // The model's own tensors are still read.
+        assert_eq!(spans(&m).unwrap().len(), 1);
     }
 
     #[test]

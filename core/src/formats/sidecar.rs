@@ -26,7 +26,18 @@ pub struct Sidecar {
 }
 
 impl Sidecar {
-    /// The format of the describing file (`"tfjs"`, `"onnx"`).
+    /// A description of these spans (tests).
+    #[cfg(test)]
+    pub(crate) fn of(spans: Vec<Span>) -> Sidecar {
+        Sidecar {
+            format: "test",
+            spans,
+        }
+    }
+
+    /// What the file is, as the file describing it says: `"tfjs-shard"`
+    /// (a TF.js weight shard), `"onnx-data"` (an ONNX model's external
+    /// data).
     pub fn format(&self) -> &'static str {
         self.format
     }
@@ -51,10 +62,18 @@ impl Sidecars {
     /// describes nothing (its files are then coded as plain bytes).
     pub fn find<P: AsRef<Path>>(files: &[P]) -> Sidecars {
         let given: Vec<&Path> = files.iter().map(AsRef::as_ref).collect();
-        // Each file by its canonical path, to match names against.
+        // Each file by its canonical folder and its own name, to match
+        // names against (a symlink is not followed: a Hugging Face cache's
+        // snapshot links each file to a blob named by its hash).
         let canon: Vec<Option<PathBuf>> = given
             .iter()
-            .map(|p| std::fs::canonicalize(p).ok())
+            .map(|p| {
+                let dir = match p.parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d,
+                    _ => Path::new("."),
+                };
+                Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
+            })
             .collect();
         let index: HashMap<&Path, usize> = canon
             .iter()
@@ -122,18 +141,24 @@ fn describe(path: &Path, find: &dyn Fn(&str) -> Option<(usize, u64)>) -> Vec<(us
             }
             out.entry(j).or_default().push(span);
         }
-        "onnx"
+        "onnx-data"
     } else if tfjs::claims(&head, len) {
         for group in tfjs::groups(&f, len).unwrap_or_default() {
-            // The shards up to the first not given: the later ones'
-            // offsets depend on it.
-            let found: Vec<(usize, u64)> = group.paths.iter().map_while(|p| find(p)).collect();
+            // The shards up to the first not given (the later ones'
+            // offsets depend on it) or named twice.
+            let mut found: Vec<(usize, u64)> = Vec::new();
+            for p in &group.paths {
+                match find(p) {
+                    Some(f) if !found.iter().any(|g| g.0 == f.0) => found.push(f),
+                    _ => break,
+                }
+            }
             let lens: Vec<u64> = found.iter().map(|f| f.1).collect();
             for ((j, _), spans) in found.iter().zip(tfjs::shard_spans(&group, &lens)) {
                 out.entry(*j).or_default().extend(spans);
             }
         }
-        "tfjs"
+        "tfjs-shard"
     } else {
         return vec![];
     };
@@ -200,14 +225,51 @@ mod tests {
         let s = Sidecars::find(&all);
         assert_eq!(s.len(), 2);
         let s1 = s.get(&p("s1.bin")).unwrap();
-        assert_eq!((s1.format(), s1.tensors()), ("tfjs", 2));
+        assert_eq!((s1.format(), s1.tensors()), ("tfjs-shard", 2));
         assert_eq!(s.get(&p("s2.bin")).unwrap().spans[0].name, "b#1");
-        assert!(s.get(&p("x.bin")).is_none(), "no escape from the folder");
 
         // Without the first shard, the second cannot be placed.
         let s = Sidecars::find(&[p("model.json"), p("s2.bin")]);
         assert!(s.is_empty());
-        // A shard without its manifest is described by nothing.
-        assert!(Sidecars::find(&[p("s1.bin"), p("sub/model.json")]).is_empty());
+        // A manifest in another folder names files of its own folder only:
+        // not `s1.bin` beside it, not `../x.bin` above it.
+        std::fs::write(
+            p("sub/model.json"),
+            br#"{"weightsManifest":[{"paths":["s1.bin"],"weights":[{"name":"a","shape":[3],"dtype":"float32"}]},
+                {"paths":["../x.bin"],"weights":[{"name":"c","shape":[1],"dtype":"float32"}]}]}"#,
+        )
+        .unwrap();
+        let s = Sidecars::find(&[p("s1.bin"), p("x.bin"), p("sub/model.json")]);
+        assert!(s.is_empty());
+        // A shard named twice is placed once.
+        std::fs::write(
+            p("twice.json"),
+            br#"{"weightsManifest":[{"paths":["s1.bin","s1.bin"],
+                "weights":[{"name":"a","shape":[4],"dtype":"float32"},
+                           {"name":"b","shape":[4],"dtype":"float32"}]}]}"#,
+        )
+        .unwrap();
+        let s = Sidecars::find(&[p("twice.json"), p("s1.bin")]);
+        assert_eq!(s.get(&p("s1.bin")).unwrap().tensors(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn shards_linked_into_a_snapshot_are_described() {
+        // The Hugging Face cache: snapshots/REV/NAME -> ../../blobs/HASH.
+        let dir = tempfile::tempdir().unwrap();
+        let (blobs, snap) = (dir.path().join("blobs"), dir.path().join("snap"));
+        std::fs::create_dir_all(&blobs).unwrap();
+        std::fs::create_dir_all(&snap).unwrap();
+        std::fs::write(
+            blobs.join("h1"),
+            br#"{"weightsManifest":[{"paths":["w.bin"],"weights":[{"name":"a","shape":[2],"dtype":"float32"}]}]}"#,
+        )
+        .unwrap();
+        std::fs::write(blobs.join("h2"), [0u8; 8]).unwrap();
+        std::os::unix::fs::symlink(blobs.join("h1"), snap.join("model.json")).unwrap();
+        std::os::unix::fs::symlink(blobs.join("h2"), snap.join("w.bin")).unwrap();
+        let s = Sidecars::find(&[snap.join("model.json"), snap.join("w.bin")]);
+        assert_eq!(s.get(&snap.join("w.bin")).map(|s| s.tensors()), Some(1));
     }
 }

@@ -66,3 +66,22 @@ fn read_meta_refuses_lies() {
     assert!(read_meta(&&f[..], 10, 0, MAX_META + 1).is_err());
     assert_eq!(read_meta(&&f[..], 10, 2, 8).unwrap().len(), 8);
 }
+
+/// A name longer than the archive takes is cut (on a character
+/// boundary), and the file still round-trips: a reader's long name costs
+/// nothing.
+#[cfg(feature = "search")]
+#[test]
+fn a_name_longer_than_the_archive_takes_is_cut() {
+    let long = "é".repeat(40_000);
+    let segs = tile(vec![span(&long, Dtype::F32, 0, 64)], 64);
+    let max = crate::container::MAX_NAME_LEN as usize;
+    assert!(segs[0].name.len() <= max && segs[0].name.len() > max - 2);
+    let data: Vec<u8> = (0..64u8).collect();
+    let sidecar = Sidecar::of(vec![span(&long, Dtype::F32, 0, 64)]);
+    let opts = crate::CompressOptions::default()
+        .threads(1)
+        .sidecar(Some(std::sync::Arc::new(sidecar)));
+    let archive = crate::compress(&data, &opts).unwrap();
+    assert_eq!(crate::decompress(&archive).unwrap(), data);
+}

@@ -15,14 +15,20 @@
 //! only its data tells: the group is listed up to it, the rest of its
 //! bytes stay opaque.
 
-use super::{MAX_TENSORS, Span};
+use serde::Deserialize;
+use serde::de::{SeqAccess, Visitor};
+
+use super::{MAX_META, MAX_TENSORS, Span};
 use crate::container::ReadAt;
 use crate::dtype::Dtype;
 
-/// Largest manifest read (the model topology included).
-pub(super) const MAX_MANIFEST: u64 = 64 << 20;
+/// Largest manifest read (the model topology included, skipped without
+/// being kept): the largest of human-models is 0.9 MB.
+pub(super) const MAX_MANIFEST: u64 = 16 << 20;
 /// Most dimensions kept as a shape; a weight with more is listed flat.
 const MAX_RANK: usize = crate::container::MAX_DIMS as usize;
+/// Most bytes of a weight's name kept (a longer name is cut).
+const MAX_NAME: usize = 4096;
 
 /// A weight group: its shard files, in order, and its weights.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,39 +71,78 @@ pub(super) fn groups(src: &dyn ReadAt, len: u64) -> Result<Vec<Group>, String> {
     parse(&text)
 }
 
-/// The weight groups of a manifest's text.
+/// `model.json`: only its `weightsManifest` is kept (the topology and
+/// everything else skipped, not built).
+#[derive(Deserialize)]
+struct ModelJson {
+    #[serde(rename = "weightsManifest")]
+    weights_manifest: Option<Vec<GroupJson>>,
+}
+
+#[derive(Deserialize)]
+struct GroupJson {
+    paths: Vec<String>,
+    #[serde(default)]
+    weights: Vec<WeightJson>,
+}
+
+#[derive(Deserialize)]
+struct WeightJson {
+    name: String,
+    dtype: Option<String>,
+    shape: Option<Dims>,
+    quantization: Option<Quantization>,
+}
+
+#[derive(Deserialize)]
+struct Quantization {
+    dtype: Option<String>,
+}
+
+/// A shape as read: at most [`MAX_RANK`] + 1 dimensions kept (more say
+/// only that there are too many). A dimension that is no unsigned
+/// integer fails the manifest.
+struct Dims(Vec<u64>);
+
+impl<'de> Deserialize<'de> for Dims {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Dims;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of dimensions")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Dims, A::Error> {
+                let mut dims = Vec::new();
+                while let Some(d) = seq.next_element::<u64>()? {
+                    if dims.len() <= MAX_RANK {
+                        dims.push(d);
+                    }
+                }
+                Ok(Dims(dims))
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+/// The weight groups of a manifest's text: a `model.json`, or the bare
+/// list of groups.
 pub(super) fn parse(text: &[u8]) -> Result<Vec<Group>, String> {
-    // Most JSON files are no manifest: do not build their tree.
-    if !contains(text, b"\"paths\"") || !contains(text, b"\"weights\"") {
-        return Err("no weightsManifest".into());
-    }
-    let json: serde_json::Value =
-        serde_json::from_slice(text).map_err(|e| format!("not JSON: {e}"))?;
-    let list = match &json {
-        serde_json::Value::Object(o) => o.get("weightsManifest"),
-        list @ serde_json::Value::Array(_) => Some(list),
-        _ => None,
-    }
-    .and_then(|m| m.as_array())
-    .ok_or("no weightsManifest list")?;
+    let first = text.iter().find(|b| !b.is_ascii_whitespace());
+    let list: Vec<GroupJson> = if first == Some(&b'[') {
+        serde_json::from_slice(text).map_err(|e| format!("no weightsManifest list: {e}"))?
+    } else {
+        serde_json::from_slice::<ModelJson>(text)
+            .map_err(|e| format!("not a TF.js model.json: {e}"))?
+            .weights_manifest
+            .ok_or("no weightsManifest")?
+    };
     let mut out = Vec::new();
     let mut count = 0usize;
-    for (gi, g) in list.iter().enumerate() {
-        let paths = g
-            .get("paths")
-            .and_then(|p| p.as_array())
-            .ok_or_else(|| format!("group {gi}: no paths"))?
-            .iter()
-            .map(|p| p.as_str().map(str::to_owned))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| format!("group {gi}: a path is no string"))?;
+    for g in list {
         let mut weights = Vec::new();
-        for w in g
-            .get("weights")
-            .and_then(|w| w.as_array())
-            .into_iter()
-            .flatten()
-        {
+        for w in g.weights {
             count += 1;
             if count > MAX_TENSORS {
                 return Err(format!("more than {MAX_TENSORS} weights"));
@@ -107,20 +152,18 @@ pub(super) fn parse(text: &[u8]) -> Result<Vec<Group>, String> {
             let Some(w) = weight(w) else { break };
             weights.push(w);
         }
-        out.push(Group { paths, weights });
+        out.push(Group {
+            paths: g.paths,
+            weights,
+        });
     }
     Ok(out)
 }
 
 /// A weight entry, `None` when its size cannot be told.
-fn weight(w: &serde_json::Value) -> Option<Weight> {
-    let name = w.get("name")?.as_str()?.to_owned();
-    let stored = w
-        .get("quantization")
-        .and_then(|q| q.get("dtype"))
-        .or_else(|| w.get("dtype"))?
-        .as_str()?;
-    let (dtype, pair) = match stored {
+fn weight(w: WeightJson) -> Option<Weight> {
+    let stored = w.quantization.and_then(|q| q.dtype).or(w.dtype)?;
+    let (dtype, pair) = match stored.as_str() {
         "float32" => (Dtype::F32, false),
         "complex64" => (Dtype::F32, true),
         "int32" => (Dtype::I32, false),
@@ -131,12 +174,11 @@ fn weight(w: &serde_json::Value) -> Option<Weight> {
         "uint16" => (Dtype::U16, false),
         _ => return None,
     };
-    let mut shape = w
-        .get("shape")?
-        .as_array()?
-        .iter()
-        .map(|d| d.as_u64())
-        .collect::<Option<Vec<u64>>>()?;
+    let mut shape = w.shape?.0;
+    if shape.len() > MAX_RANK {
+        // Too many dimensions (only MAX_RANK + 1 were kept): no size.
+        return None;
+    }
     if pair {
         shape.push(2);
     }
@@ -145,6 +187,14 @@ fn weight(w: &serde_json::Value) -> Option<Weight> {
         .try_fold(dtype.word_bytes() as u64, |a, &d| a.checked_mul(d))?;
     if shape.len() > MAX_RANK {
         shape = vec![len / dtype.word_bytes() as u64];
+    }
+    let mut name = w.name;
+    if name.len() > MAX_NAME {
+        let mut cut = MAX_NAME;
+        while !name.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        name.truncate(cut);
     }
     Some(Weight {
         name,
@@ -160,6 +210,9 @@ fn weight(w: &serde_json::Value) -> Option<Weight> {
 /// `NAME#0`, `NAME#1`, ...; one past the last known shard is left out.
 pub(super) fn shard_spans(group: &Group, lens: &[u64]) -> Vec<Vec<Span>> {
     let mut out = vec![Vec::new(); lens.len()];
+    // Pieces and the bytes of their names, bounded whatever the manifest
+    // says (a weight over many shards is a piece, and a name, in each).
+    let (mut pieces, mut names) = (0usize, 0usize);
     // Each shard's start in the group's bytes.
     let mut starts = Vec::with_capacity(lens.len());
     let mut at = 0u64;
@@ -178,10 +231,15 @@ pub(super) fn shard_spans(group: &Group, lens: &[u64]) -> Vec<Vec<Span>> {
         let mut p = pos;
         let mut shard = first;
         while p < end && shard < lens.len() {
-            let shard_end = starts[shard] + lens[shard];
+            let shard_end = starts[shard].saturating_add(lens[shard]);
             let piece_end = end.min(shard_end);
             let len = piece_end - p;
             if len > 0 {
+                pieces += 1;
+                names += w.name.len() + 4;
+                if pieces > MAX_TENSORS || names as u64 > MAX_META {
+                    return out;
+                }
                 let whole = p == pos && piece_end == end;
                 let word = w.dtype.word_bytes() as u64;
                 out[shard].push(Span {
@@ -207,10 +265,6 @@ pub(super) fn shard_spans(group: &Group, lens: &[u64]) -> Vec<Vec<Span>> {
         pos = end;
     }
     out
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
 }
 
 #[cfg(test)]
@@ -295,8 +349,9 @@ mod tests {
     #[test]
     fn hostile_manifests_are_refused_or_bounded() {
         for bad in [
-            &b"{}"[..],
-            b"[1,2]",
+            &br#"{"paths":[],"weights":[]}"#[..],
+            br#"[1,2,{"paths":[],"weights":[]}]"#,
+            br#"{"weightsManifest":[{"paths":["a"],"weights":[{"name":"w","shape":[-1],"dtype":"float32"}]}]}"#,
             br#"{"weightsManifest":{"paths":1,"weights":2}}"#,
             br#"{"weightsManifest":[{"paths":[1],"weights":[]}]}"#,
             br#"{"weightsManifest":[{"paths":["a"],"weights":[]"#,
@@ -309,12 +364,30 @@ mod tests {
             r#""w.bin""#,
         );
         assert!(parse(&m).unwrap()[0].weights.is_empty());
-        // Deep nesting: serde_json's recursion limit, an error.
-        let deep = format!(
-            r#"{{"paths":1,"weights":{}{}}}"#,
-            "[".repeat(100_000),
-            "]".repeat(100_000)
+        // Deep nesting, where it is read and where it is skipped:
+        // serde_json's recursion limit, an error (not a stack overflow).
+        for at in ["weightsManifest", "modelTopology"] {
+            let deep = format!(
+                r#"{{"{at}":{}{}}}"#,
+                "[".repeat(100_000),
+                "]".repeat(100_000)
+            );
+            assert!(parse(deep.as_bytes()).is_err(), "{at}");
+        }
+    }
+
+    #[test]
+    fn names_and_pieces_are_bounded() {
+        let long = "n".repeat(70_000);
+        let m = manifest(
+            &format!(r#"{{"name":"{long}","shape":[1000],"dtype":"float32"}}"#),
+            r#""a.bin""#,
         );
-        assert!(parse(deep.as_bytes()).is_err());
+        let g = parse(&m).unwrap();
+        assert_eq!(g[0].weights[0].name.len(), MAX_NAME);
+        // One weight over 4000 one-byte shards: a piece in each, each named.
+        let s = shard_spans(&g[0], &[1; 4000]);
+        assert_eq!(s.iter().map(Vec::len).sum::<usize>(), 4000);
+        assert!(s[3999][0].name.ends_with("#3999"));
     }
 }

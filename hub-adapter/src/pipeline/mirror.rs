@@ -485,11 +485,12 @@ async fn prior(
     let shards: Vec<PathBuf> = plan
         .files
         .iter()
-        .filter(|f| is_weight(&f.path))
-        .map(|f| work.src.join(&f.path))
-        .filter(|p| {
-            sidecars.get(p).is_some() || matches!(brevis_core::detect_container(p), Ok(Some(_)))
+        .map(|f| (is_weight(&f.path), work.src.join(&f.path)))
+        .filter(|(weight, p)| {
+            sidecars.get(p).is_some()
+                || (*weight && matches!(brevis_core::detect_container(p), Ok(Some(_))))
         })
+        .map(|(_, p)| p)
         .collect();
     let learn = brevis_core::LearnOptions::default().sidecars(sidecars.clone());
     let json = if let Some(p) = &opts.prior {
