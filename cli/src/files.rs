@@ -271,6 +271,51 @@ pub(crate) fn is_brv(p: &Path) -> bool {
     p.extension().is_some_and(|e| e == "brv")
 }
 
+/// Most files of a folder looked at for a describing file beside an input.
+const MAX_SIBLINGS: usize = 4096;
+
+/// The descriptions of the inputs that other files describe (TF.js
+/// shards, ONNX external data), found among the inputs and the files
+/// beside them: a shard compressed without its `model.json` on the
+/// command line still finds it in its folder (and the shards before it).
+/// A folder of more than [`MAX_SIBLINGS`] files is not looked through.
+pub(crate) fn sidecars(inputs: &[&Path]) -> brevis_core::Sidecars {
+    let canon = |p: &Path| std::fs::canonicalize(p).ok();
+    let mut seen: std::collections::HashSet<PathBuf> =
+        inputs.iter().filter_map(|p| canon(p)).collect();
+    let mut all: Vec<PathBuf> = inputs.iter().map(|p| p.to_path_buf()).collect();
+    let mut folders: Vec<PathBuf> = inputs
+        .iter()
+        .map(|p| match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        })
+        .collect();
+    folders.sort();
+    folders.dedup();
+    for dir in folders {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let beside: Vec<PathBuf> = entries
+            .take(MAX_SIBLINGS + 1)
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        if beside.len() > MAX_SIBLINGS {
+            continue;
+        }
+        for p in beside {
+            let hidden = p
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+            if !hidden && p.is_file() && canon(&p).is_some_and(|c| seen.insert(c)) {
+                all.push(p);
+            }
+        }
+    }
+    brevis_core::Sidecars::find(&all)
+}
+
 /// Whether a format reader finds tensors in `p` (safetensors, GGUF,
 /// PyTorch, ONNX, ...), from its first bytes; a file that cannot be read
 /// has none (compressing it says why).

@@ -291,3 +291,27 @@ fn a_file_a_reader_refuses_is_plain_bytes_and_says_why() {
     let r = brevis_core::compress_file(&src, &dst, true, &CompressOptions::default()).unwrap();
     assert!(r.unread.is_empty());
 }
+
+/// A TF.js shard compressed on its own finds its model.json (and the
+/// shards before it) in its folder, and decodes exactly.
+#[test]
+fn a_shard_compressed_alone_finds_its_manifest_beside_it() {
+    let d = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(testdata("tfjs")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, d.path().join(f.file_name().unwrap())).unwrap();
+    }
+    let o = crate::cli::run(
+        d.path(),
+        &["compress", "--json", "group1-shard2of3.bin", "-o", "s2.brv"],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["files"][0]["container"], "tfjs-shard", "{v}");
+    let o = crate::cli::run(d.path(), &["decompress", "s2.brv", "-o", "back.bin"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        std::fs::read(d.path().join("back.bin")).unwrap(),
+        std::fs::read(d.path().join("group1-shard2of3.bin")).unwrap()
+    );
+}

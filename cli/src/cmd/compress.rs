@@ -64,7 +64,7 @@ pub fn run(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
     let as_is = as_is_paths(&inputs, &plan, force)?;
     // Files whose tensors another input describes (TF.js shards beside
     // their model.json, an ONNX model's external data).
-    let sidecars = Sidecars::find(&inputs.iter().map(|i| &i.path).collect::<Vec<_>>());
+    let sidecars = files::sidecars(&inputs.iter().map(|i| i.path.as_path()).collect::<Vec<_>>());
     let prior = choose_prior(&a.prior, &inputs, &sidecars, a.threads.threads, ui)?;
     files::make_parents(&plan)?;
     let opts = CompressOptions::default()

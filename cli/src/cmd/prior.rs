@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Result, bail};
-use brevis_core::{LearnOptions, Prior, Sidecars};
+use brevis_core::{LearnOptions, Prior};
 use clap::{Args, Subcommand};
 
 use crate::Outcome;
@@ -50,7 +50,13 @@ pub fn run(c: PriorCommand, ui: &Ui) -> Result<Outcome> {
 fn learn(a: LearnArgs, ui: &Ui) -> Result<Outcome> {
     let force = a.force.force;
     let found = files::collect(&a.paths, Want::Sources)?;
-    let sidecars = Sidecars::find(&found.files.iter().map(|i| &i.path).collect::<Vec<_>>());
+    let sidecars = files::sidecars(
+        &found
+            .files
+            .iter()
+            .map(|i| i.path.as_path())
+            .collect::<Vec<_>>(),
+    );
     let inputs: Vec<Input> = found
         .files
         .into_iter()
