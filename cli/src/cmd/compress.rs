@@ -17,7 +17,7 @@ use crate::progress::Ui;
 /// Compress files or folders into `.brv` archives.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub compress model.safetensors            # writes model.safetensors.brv\n  brevis-hub compress ./my-model -o ./packed -T 2   # a folder, one prior for all shards\n\nWith -o and a folder among the inputs (or several inputs), -o is a folder and\nthe files found in a folder keep their path below it (./my-model/1_Pooling/config.json\n-> ./packed/1_Pooling/config.json.brv). There, a file whose archive would be no
+    after_help = "Examples:\n  brevis-hub compress model.safetensors            # writes model.safetensors.brv\n  brevis-hub compress ./my-model -o ./packed -T 2   # a folder, one prior for all shards\n  brevis-hub compress model.gguf --json             # any container: GGUF, PyTorch, ONNX, ...\n\nWeight containers are told from their first bytes (safetensors, GGUF, PyTorch zip,\nONNX, CTranslate2, NumPy). TF.js shards and ONNX external data files are read as the\nmodel.json or .onnx file given with them, or beside them in their folder, describes\nthem. Anything else is coded as bytes; every file decodes exactly.\n\nWith -o and a folder among the inputs (or several inputs), -o is a folder and\nthe files found in a folder keep their path below it (./my-model/1_Pooling/config.json\n-> ./packed/1_Pooling/config.json.brv). There, a file whose archive would be no
 smaller than itself (a small config.json: an archive has ~100 bytes of fixed cost)
 is stored as it is, under its own name, instead (checked by SHA-256, its mode kept);
 decompress of the folder copies it back. Without --force neither NAME nor NAME.brv
