@@ -24,6 +24,9 @@ import tempfile
 import onnx
 from onnx.external_data_helper import convert_model_to_external_data
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from testdata_out import write_or_check  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 SRC = os.path.join(REPO, "testdata", "onnx", "silero_vad_half.onnx")
@@ -63,19 +66,7 @@ def main():
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as t:
         files = build(t)
-    if args.check:
-        bad = [k for k, v in files.items()
-               if not os.path.exists(os.path.join(OUT, k)) or open(os.path.join(OUT, k), "rb").read() != v]
-        if bad:
-            sys.exit(f"differ: {bad}")
-        print("testdata/onnx-external: same bytes")
-        return
-    os.makedirs(OUT, exist_ok=True)
-    for k, v in files.items():
-        with open(os.path.join(OUT, k), "wb") as f:
-            f.write(v)
-        print(f"{k}: {len(v)} bytes")
-
+    write_or_check(files, OUT, args.check)
 
 if __name__ == "__main__":
     main()

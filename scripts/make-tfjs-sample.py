@@ -26,6 +26,9 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from testdata_out import write_or_check  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 DATA = os.environ.get("BREVIS_DATA") or os.path.join(
@@ -73,21 +76,7 @@ def build():
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="compare with the committed files")
-    args = ap.parse_args()
-    files = build()
-    if args.check:
-        bad = [k for k, v in files.items()
-               if not os.path.exists(os.path.join(OUT, k)) or open(os.path.join(OUT, k), "rb").read() != v]
-        if bad:
-            sys.exit(f"differ: {bad}")
-        print("testdata/tfjs: same bytes")
-        return
-    os.makedirs(OUT, exist_ok=True)
-    for k, v in files.items():
-        with open(os.path.join(OUT, k), "wb") as f:
-            f.write(v)
-        print(f"{k}: {len(v)} bytes")
-
+    write_or_check(build(), OUT, ap.parse_args().check)
 
 if __name__ == "__main__":
     main()
