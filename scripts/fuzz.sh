@@ -83,7 +83,19 @@ for i in range(varint()):
         body += n
 PY
             ;;
+        # The readers' targets start from the committed real samples: from
+        # nothing, libFuzzer rarely gets past a format's magic bytes.
+        read_safetensors) cp "$root"/testdata/silero-vad/*.safetensors "$dir/" ;;
+        read_gguf) cp "$root"/testdata/gguf/*.gguf "$dir/" ;;
+        read_pytorch) cp "$root"/testdata/pytorch/*.pt "$dir/" ;;
+        read_ctranslate2) cp "$root"/testdata/ct2/model.bin "$dir/whisper-cut.bin" ;;
+        read_onnx)
+            cp "$root"/testdata/onnx/*.onnx "$dir/"
+            cp "$root"/testdata/onnx-external/silero_vad_half.onnx "$dir/external.onnx" ;;
+        read_npy) cp "$root"/testdata/numpy/*.npy "$dir/" ;;
+        read_npz) cp "$root"/testdata/numpy/*.npz "$dir/" ;;
         read_tfjs)
+            cp "$root"/testdata/tfjs/model.json "$dir/meet.json"
             printf '{"weightsManifest":[{"paths":["a.bin","b.bin"],"weights":[{"name":"w","shape":[3,5],"dtype":"float32"},{"name":"q","shape":[7],"dtype":"float32","quantization":{"dtype":"uint8","scale":1,"min":0}},{"name":"s","shape":[1],"dtype":"string"}]}]}' >"$dir/manifest" ;;
         serve_request)
             # Method byte, raw URL path, newline, NDJSON commit lines.
