@@ -316,13 +316,6 @@ pub(crate) fn sidecars(inputs: &[&Path]) -> brevis_core::Sidecars {
     brevis_core::Sidecars::find(&all)
 }
 
-/// Whether a format reader finds tensors in `p` (safetensors, GGUF,
-/// PyTorch, ONNX, ...), from its first bytes; a file that cannot be read
-/// has none (compressing it says why).
-pub(crate) fn has_tensors(p: &Path, sidecars: &brevis_core::Sidecars) -> bool {
-    sidecars.get(p).is_some() || matches!(brevis_core::detect_container(p), Ok(Some(_)))
-}
-
 /// `p`'s file name as the file system has it (not necessarily UTF-8: an
 /// output is named after its input byte for byte).
 pub(crate) fn file_name(p: &Path) -> Result<OsString> {

@@ -254,15 +254,7 @@ fn verify_exit_codes() {
     assert_eq!(o.code, 2, "garbled program: {}{}", o.stdout, o.stderr);
 
     // Random bytes, with and without the magic in front.
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let random: Vec<u8> = (0..4096)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let random = crate::noise(4096);
     std::fs::write(p.join("random.brv"), &random).unwrap();
     let o = run(p, &["verify", "random.brv"]);
     assert_eq!(o.code, 2, "random bytes: {}{}", o.stdout, o.stderr);

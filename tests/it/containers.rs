@@ -182,15 +182,7 @@ async fn a_repo_of_every_container_mirrors_and_pulls_back_exactly() {
     // coder makes smaller (stored as they are).
     let text = std::fs::read(testdata("README.md")).unwrap().repeat(100);
     std::fs::write(seed.join("notes.txt"), &text).unwrap();
-    let mut noise = Vec::with_capacity(1 << 20 | 4096);
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    while noise.len() < (1 << 20) + 4096 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        noise.extend_from_slice(&x.to_le_bytes());
-    }
-    std::fs::write(seed.join("noise.dat"), &noise).unwrap();
+    std::fs::write(seed.join("noise.dat"), crate::noise((1 << 20) + 4096)).unwrap();
 
     let srv = serve(&tmp.path().join("store"), &[("org/model", &seed)], |o| o).await;
     let c = client(&srv.url(), None);

@@ -66,15 +66,7 @@ fn failed_naming(o: &Out, what: &[&str]) {
 fn review_01_a_killed_compress_leaves_no_temp_file() {
     let d = tempfile::tempdir().unwrap();
     // 8 MB of noise as plain bytes: zstd -19 takes seconds on it.
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let noise: Vec<u8> = (0..8 << 20)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let noise = crate::noise(8 << 20);
     std::fs::write(d.path().join("big.bin"), noise).unwrap();
     // Killed mid-way (SIGKILL: no handler could clean up either), after a
     // shorter wait each time the run was already over (a fast machine).

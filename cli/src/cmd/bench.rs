@@ -231,7 +231,7 @@ fn measure_path(a: &BenchArgs, p: &Path, all: usize, ui: &Ui) -> Result<Totals> 
     let files: Vec<PathBuf> = if p.is_dir() {
         found
             .into_iter()
-            .filter(|f| crate::files::has_tensors(f, &sidecars))
+            .filter(|f| sidecars.has_tensors(f))
             .collect()
     } else {
         found
@@ -241,7 +241,7 @@ fn measure_path(a: &BenchArgs, p: &Path, all: usize, ui: &Ui) -> Result<Totals> 
     }
     let shards: Vec<&Path> = files
         .iter()
-        .filter(|f| crate::files::has_tensors(f, &sidecars))
+        .filter(|f| sidecars.has_tensors(f))
         .map(|f| f.as_path())
         .collect();
     let mut t = Totals {

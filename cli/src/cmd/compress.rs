@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::Outcome;
 use crate::args::{Budget, Json, Output, PriorChoice, Threads};
-use crate::files::{self, Input, Plan, Want, about, has_tensors, ratio, ratio_text};
+use crate::files::{self, Input, Plan, Want, about, ratio, ratio_text};
 use crate::progress::Ui;
 
 /// Compress files or folders into `.brv` archives.
@@ -226,7 +226,7 @@ fn choose_prior(
     let shards: Vec<&Path> = inputs
         .iter()
         .map(|i| i.path.as_path())
-        .filter(|p| has_tensors(p, sidecars))
+        .filter(|p| sidecars.has_tensors(p))
         .collect();
     if let Some(p) = &choice.prior {
         return Ok(Some(Arc::new(files::load_prior(p)?)));

@@ -60,7 +60,7 @@ fn learn(a: LearnArgs, ui: &Ui) -> Result<Outcome> {
     let inputs: Vec<Input> = found
         .files
         .into_iter()
-        .filter(|i| files::has_tensors(&i.path, &sidecars))
+        .filter(|i| sidecars.has_tensors(&i.path))
         .collect();
     if inputs.is_empty() {
         bail!("no weight files (safetensors, GGUF, PyTorch, ONNX, ...) under the given paths");

@@ -103,6 +103,12 @@ impl Sidecars {
         self.of.get(file)
     }
 
+    /// Whether `file` holds tensors: a format reader knows it from its
+    /// first bytes, or another file describes it.
+    pub fn has_tensors(&self, file: &Path) -> bool {
+        self.get(file).is_some() || matches!(super::detect_container(file), Ok(Some(_)))
+    }
+
     /// The number of files described.
     pub fn len(&self) -> usize {
         self.of.len()

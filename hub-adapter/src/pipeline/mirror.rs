@@ -486,10 +486,7 @@ async fn prior(
         .files
         .iter()
         .map(|f| (is_weight(&f.path), work.src.join(&f.path)))
-        .filter(|(weight, p)| {
-            sidecars.get(p).is_some()
-                || (*weight && matches!(brevis_core::detect_container(p), Ok(Some(_))))
-        })
+        .filter(|(weight, p)| sidecars.get(p).is_some() || (*weight && sidecars.has_tensors(p)))
         .map(|(_, p)| p)
         .collect();
     let learn = brevis_core::LearnOptions::default().sidecars(sidecars.clone());
