@@ -5,6 +5,7 @@ with --native, also the original containers (GGUF, PyTorch, ONNX, ...) beside th
 Setup (once):
     python3 -m venv ~/.cache/brevis-data/bench-venv
     ~/.cache/brevis-data/bench-venv/bin/pip install zipnn==0.5.4 zstandard numpy
+    ~/.cache/brevis-data/bench-venv/bin/pip install matplotlib      # only for --levels --chart
     cargo build --release            # optional: target/release/brevis-hub
 
 Run:
@@ -13,6 +14,7 @@ Run:
     ... bench/bench.py testdata/astra-bf16 some/file.safetensors                     # folders / files
     ... bench/bench.py --native --xz --json bench.json         # + native containers vs twins
     ... bench/bench.py --native-only --models gemma3-270m-q4km --repeat 5         # only those
+    ... bench/bench.py --levels --models minilm-l6-v2 --chart docs/levels.png   # levels vs ZipNN, zstd
 
 A "model" is a folder (all its *.safetensors files, recursively) or a single file.
 Default: every folder in $BREVIS_DATA/models (~/.cache/brevis-data/models).
@@ -63,6 +65,16 @@ MB = 10^6 bytes; speeds are MB of ORIGINAL bytes per second, wall clock):
                SHA-256 check) MB/s at one thread and at all, beside ZipNN's one-thread in-memory
                compress / decompress, and the ratios issue 31 targets (decode 1T / ZipNN d,
                compress 1T / ZipNN c, decompress all / 1T).
+
+--levels      Instead of the model tables: per model, `brevis-hub bench --json --no-zstd19 --level N`
+               for each N of --levels-list (default 1..9; in memory, as --in-memory): ratio, compress,
+               decode and decompress (with SHA-256) MB/s at one thread (decompress at all threads in
+               the JSON), beside ZipNN (one thread, in memory) and zstd -3/-19 as above. One markdown
+               table per model (rows = levels, ZipNN, zstd -3, zstd -19) and a line naming the levels
+               ZipNN dominates (ratio <= the level's and faster one-thread decode). --chart PNG draws,
+               one subplot per model, ratio against one-thread decode MB/s (Brevis decode, the peers'
+               decompress): the levels as a line of labelled points, the peers as markers. One run
+               per point; on a busy machine the speeds move by tens of percent.
 
 --native (after the model tables; --native-only: instead of them): issue 30's measures.
   Native table  One row per original container in $BREVIS_DATA/raw (NATIVE_SETS: gemma .gguf,
@@ -394,11 +406,12 @@ IN_MEMORY_KEYS = ["brevis_compress_1t", "brevis_compress_all", "brevis_decode_1t
                   "brevis_decompress_1t", "brevis_decompress_all"]
 
 
-def bench_in_memory(binary, files, timeout):
+def bench_in_memory(binary, files, timeout, level=None):
     """`brevis-hub bench --json --no-zstd19` on a model's files (its folder when they share
-    one, so one prior is learned for all of them): the codec in memory, one thread and all."""
+    one, so one prior is learned for all of them): the codec in memory, one thread and all.
+    level: pass `--level N` (default: the binary's default level)."""
     folder = os.path.commonpath(files) if len(files) > 1 else files[0]
-    cmd = [binary, "bench", "--json", "--no-zstd19", folder]
+    cmd = [binary, "bench", "--json", "--no-zstd19"] + (["--level", str(level)] if level is not None else []) + [folder]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
     if p.returncode != 0:
         raise RuntimeError(f"bench exit {p.returncode}: {p.stderr.decode(errors='replace').strip()[-800:]}")
@@ -406,7 +419,8 @@ def bench_in_memory(binary, files, timeout):
     if row["bytes"] != sum(os.path.getsize(f) for f in files):
         raise RuntimeError(f"bench measured {row['bytes']} bytes, not the model's files")
     return {"mb_per_s": {k: row["mb_per_s"].get(k) for k in IN_MEMORY_KEYS},
-            "threads_all": row["threads_all"], "ratio": row["ratio"]["brevis"]}
+            "threads_all": row["threads_all"], "ratio": row["ratio"]["brevis"],
+            "archive_bytes": row.get("archive_bytes")}
 
 
 def in_memory_table(results):
@@ -931,6 +945,124 @@ def tables(results, args):
     return "\n".join(L)
 
 
+# ----------------------------------------------------------------- --levels
+PEERS = [("ZipNN", "zipnn", "s", "C3"), ("zstd -3", "zstd-3", "^", "C2"), ("zstd -19", "zstd-19", "v", "C1")]
+
+
+def run_levels(name, files, args, zipnn, brevis_bin):
+    """--levels: the peers as run_model measures them (no Brevis CLI runs), then the codec in
+    memory (`brevis-hub bench --json --level N`) at each of --levels-list."""
+    m = run_model(name, files, args, zipnn, None)
+    m["levels"] = []
+    for lv in args.levels_list:
+        try:
+            r = bench_in_memory(brevis_bin, files, args.brevis_timeout, level=lv)
+        except Exception as e:
+            m["errors"].append(f"brevis bench --level {lv}: {type(e).__name__}: {e}")
+            log(f"[bench]   {m['errors'][-1]}")
+            continue
+        m["levels"].append(dict(r, level=lv))
+        log(f"[bench]   level {lv}: ratio {r['ratio']:.5f}, decode 1T {fmt_speed(r['mb_per_s']['brevis_decode_1t'])} MB/s")
+    # ZipNN dominates a level when it is no larger and decodes faster (one thread, no hash).
+    z = m["methods"].get("zipnn") or {}
+    if z.get("ratio") is not None and z.get("d_MBps"):
+        m["dominated_by_zipnn"] = [r["level"] for r in m["levels"] if r["mb_per_s"]["brevis_decode_1t"] is not None
+                                   and z["ratio"] <= r["ratio"] and z["d_MBps"] > r["mb_per_s"]["brevis_decode_1t"]]
+    return m
+
+
+def levels_tables(results, args):
+    """Per model: each Brevis level beside ZipNN and zstd -3/-19, and whether ZipNN dominates a level."""
+    L = []
+    for m in results:
+        L += [f"### {m['model']} ({m['orig_bytes'] / 1e6:.1f} MB)", "",
+              "| method | ratio | compress 1T MB/s | decode 1T MB/s | decompress 1T (SHA-256) MB/s |",
+              "|---|---:|---:|---:|---:|"]
+        for r in m.get("levels", []):
+            s = r["mb_per_s"]
+            L.append(f"| Brevis level {r['level']} | {r['ratio']:.5f} | {fmt_speed(s['brevis_compress_1t'])} | "
+                     f"{fmt_speed(s['brevis_decode_1t'])} | {fmt_speed(s['brevis_decompress_1t'])} |")
+        for label, key, _, _ in PEERS:
+            a = m["methods"].get(key)
+            if not a:
+                continue
+            ratio = "n/a" if a.get("ratio") is None else f"{a['ratio']:.5f}" + ("*" if a.get("partial") else "")
+            L.append(f"| {label} | {ratio} | {fmt_speed(a.get('c_MBps'))} | {fmt_speed(a.get('d_MBps'))} | n/a |")
+        L.append("")
+        z = m["methods"].get("zipnn")
+        if "dominated_by_zipnn" not in m:
+            L.append("Dominated by ZipNN: n/a (no ZipNN or no Brevis numbers).")
+        else:
+            dom = m["dominated_by_zipnn"]
+            L.append(f"Dominated by ZipNN (ratio <= the level's and decode 1T faster; ZipNN {z['ratio']:.5f} at "
+                     f"{fmt_speed(z['d_MBps'])} MB/s): "
+                     + (", ".join(f"level {lv}" for lv in dom) if dom else "no level") + ".")
+        L.append("")
+    L.append("Ratio = compressed / original (smaller is better); '*' = over only part of the files. MB/s of "
+             "original bytes, one thread, in memory, one run each. Brevis: `brevis-hub bench --json --no-zstd19 "
+             "--level N` (a prior learned per model first, not timed); decode = the decoder alone, "
+             "decompress = decode + the output's SHA-256 checked. ZipNN: per tensor, threads=1, its "
+             "decompress in the decode column (no hash). zstd: python `zstandard`, whole file, one frame, "
+             "its decompress in the decode column (no hash). The peers have no SHA-256 column.")
+    return "\n".join(L)
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def levels_chart(results, path, meta):
+    """One PNG, one subplot per model: ratio against one-thread decode MB/s."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ms = [m for m in results if m.get("levels") or m["methods"]]
+    if not ms:
+        log("[bench] --chart: nothing to draw")
+        return
+    ncol = min(len(ms), 3)
+    nrow = -(-len(ms) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(5.4 * ncol, 4.4 * nrow + 0.7), squeeze=False)
+    for ax, m in zip(axes.flat, ms):
+        pts = [(r["mb_per_s"]["brevis_decode_1t"], r["ratio"], r["level"]) for r in m.get("levels", [])
+               if r["mb_per_s"].get("brevis_decode_1t")]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", color="C0", ms=4, lw=1.2, label="Brevis level 1..9")
+            for x, y, lv in pts:
+                ax.annotate(str(lv), (x, y), textcoords="offset points", xytext=(4, 3), fontsize=8, color="C0")
+        for label, key, marker, color in PEERS:
+            a = m["methods"].get(key) or {}
+            if a.get("ratio") is not None and a.get("d_MBps"):
+                ax.scatter([a["d_MBps"]], [a["ratio"]], marker=marker, color=color, s=55, zorder=3, label=label)
+        ax.set_title(f"{m['model']} ({m['orig_bytes'] / 1e6:.0f} MB)", fontsize=10)
+        ax.set_xlabel("decode MB/s, one thread", fontsize=9)
+        ax.set_ylabel("ratio = compressed / original (lower is better)", fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(ms):]:
+        ax.axis("off")
+    cpu = cpu_name()
+    lz = meta.get("libzstd")
+    lz = ".".join(map(str, lz)) if isinstance(lz, (tuple, list)) else (lz or "?")
+    fig.text(0.01, 0.01,
+             f"Machine: {os.cpu_count()} cores{' (' + cpu + ')' if cpu else ''}; one run per point, in memory, one "
+             f"thread. Brevis: `brevis-hub bench` decode (no output SHA-256). ZipNN {meta.get('zipnn', '?')} "
+             f"threads=1, per tensor, decompress. zstd: python zstandard (libzstd {lz}), "
+             f"whole file, decompress.", fontsize=7, color="0.3", ha="left", va="bottom", wrap=True)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    log(f"[bench] wrote {path} ({os.path.getsize(path) / 1e3:.0f} KB)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="*", help="model folders or files (default: every folder in --models-dir)")
@@ -954,6 +1086,11 @@ def main():
     ap.add_argument("--in-memory", action="store_true",
                     help="also `brevis-hub bench --json` per model: the codec in memory, one thread and all, "
                          "decode alone and with the SHA-256, beside ZipNN's in-memory speeds")
+    ap.add_argument("--levels", action="store_true",
+                    help="instead of the model tables: per model, every Brevis level (`brevis-hub bench --level N`, "
+                         "in memory) beside ZipNN and zstd -3/-19: ratio against one-thread decode MB/s")
+    ap.add_argument("--levels-list", default="1,2,3,4,5,6,7,8,9", help="--levels: the levels (default 1..9)")
+    ap.add_argument("--chart", metavar="PNG", help="--levels: also draw ratio against decode MB/s (needs matplotlib)")
     ap.add_argument("--tmp", default=None, help="scratch folder for Brevis archives (default: system temp)")
     ap.add_argument("--native", action="store_true",
                     help="after the model tables: the original containers in $BREVIS_DATA/raw beside their "
@@ -971,6 +1108,14 @@ def main():
         args.generic = generic_files()
     args.brevis_threads = [int(x) for x in args.brevis_threads.split(",") if x.strip()]
     args.brevis_compress_args = args.brevis_compress_args.split()
+    args.levels_list = [int(x) for x in args.levels_list.split(",") if x.strip()]
+    if args.chart and not args.levels:
+        ap.error("--chart needs --levels")
+    if args.chart:
+        try:
+            import matplotlib  # noqa: F401  (fail now, not after the run)
+        except ImportError:
+            sys.exit("--chart needs matplotlib: pip install matplotlib")
 
     models = [] if args.native_only else find_models(args)
     if not models and not args.native:
@@ -1001,16 +1146,18 @@ def main():
         else:
             log(f"[bench] brevis binary not found at {args.brevis_bin} (build with cargo build --release "
                 f"or set BREVIS_BIN); Brevis columns skipped")
+    if args.levels and not brevis_bin:
+        sys.exit("--levels needs the brevis-hub binary (--brevis-bin)")
 
     results = []
     t0 = time.time()
     for name, files in models:
         try:
-            results.append(run_model(name, files, args, zipnn, brevis_bin))
+            results.append((run_levels if args.levels else run_model)(name, files, args, zipnn, brevis_bin))
         except Exception as e:  # never let one model kill the run
             log(f"[bench] {name}: {type(e).__name__}: {e}")
             traceback.print_exc()
-    out = tables(results, args) if models else ""
+    out = (levels_tables if args.levels else tables)(results, args) if models else ""
     native = generic = None
     if args.native:
         native = run_native(args, brevis_bin)
@@ -1025,23 +1172,29 @@ def main():
         for mname, e in errs:
             print(f"- {mname}: {e}")
     log(f"[bench] done in {time.time() - t0:.0f} s")
+    meta = {"python": sys.version.split()[0], "numpy": np.__version__, "argv": sys.argv[1:],
+            "cpus": os.cpu_count(), "cpu": cpu_name()}
+    try:
+        import zstandard
+        meta["zstandard"] = zstandard.__version__
+        meta["libzstd"] = zstandard.ZSTD_VERSION
+    except Exception:
+        pass
+    try:
+        from importlib.metadata import version
+        meta["zipnn"] = version("zipnn")
+    except Exception:
+        pass
+    if args.levels:
+        meta["levels"] = args.levels_list
+        meta["brevis_bin"] = brevis_bin
     if args.json:
-        meta = {"python": sys.version.split()[0], "numpy": np.__version__, "argv": sys.argv[1:]}
-        try:
-            import zstandard
-            meta["zstandard"] = zstandard.__version__
-            meta["libzstd"] = zstandard.ZSTD_VERSION
-        except Exception:
-            pass
-        try:
-            from importlib.metadata import version
-            meta["zipnn"] = version("zipnn")
-        except Exception:
-            pass
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "models": results, "total": totals(results) if results else None,
                        "native": native, "generic": generic, "markdown": out}, f, indent=1, default=str)
         log(f"[bench] wrote {args.json}")
+    if args.chart and results:
+        levels_chart(results, args.chart, meta)
 
 
 if __name__ == "__main__":

@@ -49,12 +49,73 @@ pub struct Output {
     pub force: Force,
 }
 
-/// `--budget` of compress and bench.
+/// `--level N`, `-1` .. `-9`, `--fast`, `--best` and `--budget` of the
+/// commands that compress, in zstd's habit.
 #[derive(Args, Debug, Clone, Copy)]
+#[group(id = "levels", multiple = false)]
 pub struct Budget {
-    /// Search budget: candidate programs judged per tensor.
-    #[arg(long, default_value_t = brevis_core::DEFAULT_BUDGET)]
-    pub budget: u32,
+    /// Compression level, 1 (fastest) to 9 (smallest); -1 .. -9 say the
+    /// same. Every level decodes with the same decoder. [default: 6]
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=9), group = "levels")]
+    level: Option<u8>,
+    /// Level 1: one program judged per tensor, order-0 coders, zstd -3 on
+    /// bytes.
+    #[arg(long, group = "levels")]
+    fast: bool,
+    /// Level 9: the most search and every context coder.
+    #[arg(long, group = "levels")]
+    best: bool,
+    #[arg(short = '1', hide = true, group = "levels")]
+    l1: bool,
+    #[arg(short = '2', hide = true, group = "levels")]
+    l2: bool,
+    #[arg(short = '3', hide = true, group = "levels")]
+    l3: bool,
+    #[arg(short = '4', hide = true, group = "levels")]
+    l4: bool,
+    #[arg(short = '5', hide = true, group = "levels")]
+    l5: bool,
+    #[arg(short = '6', hide = true, group = "levels")]
+    l6: bool,
+    #[arg(short = '7', hide = true, group = "levels")]
+    l7: bool,
+    #[arg(short = '8', hide = true, group = "levels")]
+    l8: bool,
+    #[arg(short = '9', hide = true, group = "levels")]
+    l9: bool,
+    /// Search budget: candidate programs judged per tensor (advanced: the
+    /// level's unless given).
+    #[arg(long)]
+    budget: Option<u32>,
+}
+
+impl Budget {
+    /// The level asked for, [`Level::DEFAULT`](brevis_core::Level) if none.
+    pub fn level(&self) -> brevis_core::Level {
+        let digits = [
+            self.l1, self.l2, self.l3, self.l4, self.l5, self.l6, self.l7, self.l8, self.l9,
+        ];
+        let n = match (self.level, self.fast, self.best) {
+            (Some(n), ..) => n,
+            (_, true, _) => brevis_core::Level::FASTEST.get(),
+            (_, _, true) => brevis_core::Level::BEST.get(),
+            _ => digits
+                .iter()
+                .position(|&d| d)
+                .map_or(brevis_core::Level::DEFAULT.get(), |i| i as u8 + 1),
+        };
+        brevis_core::Level::new(n).expect("clap keeps levels in 1..=9")
+    }
+
+    /// The search budget: `--budget`, else the level's.
+    pub fn budget(&self) -> u32 {
+        self.budget.unwrap_or_else(|| self.level().budget())
+    }
+
+    /// The level, and `--budget` over it, on compress options.
+    pub fn apply(&self, o: brevis_core::CompressOptions) -> brevis_core::CompressOptions {
+        o.level(self.level()).budget(self.budget())
+    }
 }
 
 /// `--prior` / `--no-prior` of compress and bench.

@@ -110,7 +110,9 @@ pub use container::{
 };
 pub use dtype::Dtype;
 #[cfg(feature = "search")]
-pub use encode::{CompressOptions, CompressReport, Encoder, LearnOptions, compress, compress_file};
+pub use encode::{
+    CompressOptions, CompressReport, Encoder, LearnOptions, Level, compress, compress_file,
+};
 pub use error::{DecodeError, EncodeError};
 pub use formats::{Sidecar, Sidecars, detect_container};
 pub use fsutil::TempFile;

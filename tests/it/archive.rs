@@ -89,6 +89,42 @@ fn testdata_checkpoints_round_trip() {
     }
 }
 
+/// Every level codes every checkpoint exactly; the fastest weighs no
+/// context coder (order-1 or conditional rANS), and the default level is
+/// what `CompressOptions::default()` does.
+#[test]
+fn every_level_round_trips_and_the_fastest_has_no_context_coder() {
+    use brevis_core::Level;
+    for sample in ["astra-bf16", "whisper-tiny-f16", "minilm-f32"] {
+        let f = root()
+            .join("testdata")
+            .join(sample)
+            .join("model.safetensors");
+        let data = std::fs::read(&f).unwrap();
+        let default = compress(&data, &CompressOptions::default()).unwrap();
+        for n in 1..=9 {
+            let level = Level::new(n).unwrap();
+            let a = compress(&data, &CompressOptions::default().level(level)).unwrap();
+            assert!(decompress(&a).unwrap() == data, "{sample} at level {n}");
+            if level == Level::DEFAULT {
+                assert!(a == default, "{sample}: the default is level {n}");
+            }
+            if level == Level::FASTEST {
+                let ar = Archive::new(&a[..]).unwrap();
+                for (s, seg) in ar.segments().iter().enumerate() {
+                    for r in 0..seg.regions.len() {
+                        let text = ar.describe_program(s, r).unwrap().text;
+                        assert!(
+                            !text.contains("rans1") && !text.contains("rans|"),
+                            "{sample} at level 1 has a context coder: {text}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The sample archive has what the corruption tests rely on: several
 /// regions in a segment and a reference to an earlier tensor.
 #[test]

@@ -901,3 +901,73 @@ fn stored_as_is_rules_force_single_files_and_in_place() {
     assert_eq!(names_in(&p.join("back")), ["config.json", "notes.txt"]);
     assert_eq!(std::fs::read(p.join("back/config.json")).unwrap(), config);
 }
+
+/// A JSON-ish text file of about `n` lines (no tensors: coded as bytes).
+fn text_file(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "  \"tok_{i}\": {}, \"merge\": \"{} {}\",\n",
+                i * 7 % 1000,
+                i % 97,
+                i % 89
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn levels_in_zstds_habit() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("vocab.json"), text_file(40_000)).unwrap();
+    let sizes: Vec<(&str, u64)> = [
+        ("default", &[][..]),
+        ("six", &["--level", "6"][..]),
+        ("one", &["-1"][..]),
+        ("fast", &["--fast"][..]),
+        ("best", &["--best"][..]),
+    ]
+    .into_iter()
+    .map(|(name, flags)| {
+        let out = format!("{name}.brv");
+        let mut args = vec!["compress", "vocab.json", "-o", &out, "--json", "-q"];
+        args.extend_from_slice(flags);
+        let o = run(d, &args);
+        assert_eq!(o.code, 0, "{args:?}: {}", o.stderr);
+        let j: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        let level = j["level"].as_u64().unwrap();
+        let want = match name {
+            "one" | "fast" => 1,
+            "best" => 9,
+            _ => 6,
+        };
+        assert_eq!(level, want, "{args:?}");
+        let back = format!("{name}.json");
+        let o = run(d, &["decompress", &out, "-o", &back, "-q"]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        assert_eq!(sha256(&d.join(&back)), sha256(&d.join("vocab.json")));
+        (name, std::fs::metadata(d.join(&out)).unwrap().len())
+    })
+    .collect();
+    let size = |n: &str| sizes.iter().find(|(k, _)| *k == n).unwrap().1;
+    // The default is level 6; -1 and --fast are level 1, which codes text
+    // with a faster zstd: larger.
+    assert_eq!(size("default"), size("six"));
+    assert_eq!(size("one"), size("fast"));
+    assert!(size("one") > size("six"), "{sizes:?}");
+    assert!(size("best") <= size("six"), "{sizes:?}");
+    // Out of range, or two levels at once: a usage error, nothing written.
+    for bad in [
+        &["--level", "0"][..],
+        &["--level", "10"],
+        &["-1", "--best"],
+        &["--fast", "--level", "3"],
+    ] {
+        let mut args = vec!["compress", "vocab.json", "-o", "bad.brv"];
+        args.extend_from_slice(bad);
+        let o = run(d, &args);
+        assert_eq!(o.code, 2, "{bad:?}: {}", o.stderr);
+        assert!(!d.join("bad.brv").exists());
+    }
+}

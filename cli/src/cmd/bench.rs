@@ -194,7 +194,7 @@ pub fn run(a: BenchArgs, ui: &Ui) -> Result<Outcome> {
                              "brevis_decompress_1t": mbps(t.bytes, t.d1), "brevis_decompress_all": mbps(t.bytes, t.dn),
                              "zstd3_compress": mbps(t.bytes, t.z3c), "zstd3_decompress": mbps(t.bytes, t.z3d),
                              "zstd19_compress": t.z19c.map(|s| mbps(t.bytes, s))},
-                "threads_all": all, "prior_learn_seconds": t.learn,
+                "threads_all": all, "prior_learn_seconds": t.learn, "level": a.budget.level().get(),
                 "brevis_compress_seconds_1t": t.c1,
             })
         })
@@ -261,9 +261,10 @@ fn measure_path(a: &BenchArgs, p: &Path, all: usize, ui: &Ui) -> Result<Totals> 
     } else {
         None
     };
-    let opts = CompressOptions::default()
+    let opts = a
+        .budget
+        .apply(CompressOptions::default())
         .verify(false)
-        .budget(a.budget.budget)
         .prior(prior);
     for f in &files {
         let data = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;

@@ -67,9 +67,10 @@ pub fn run(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
     let sidecars = files::sidecars(&inputs.iter().map(|i| i.path.as_path()).collect::<Vec<_>>());
     let prior = choose_prior(&a.prior, &inputs, &sidecars, a.threads.threads, ui)?;
     files::make_parents(&plan)?;
-    let opts = CompressOptions::default()
+    let opts = a
+        .budget
+        .apply(CompressOptions::default())
         .threads(a.threads.threads)
-        .budget(a.budget.budget)
         .prior(prior)
         .region_words(a.region_words)
         .verify(!a.no_verify);
@@ -110,7 +111,8 @@ pub fn run(a: CompressArgs, ui: &Ui) -> Result<Outcome> {
             "{}",
             serde_json::to_string_pretty(&json!({
             "files": rows, "original_bytes": total_in, "archive_bytes": total_out,
-            "ratio": ratio(total_out, total_in)}))?
+            "ratio": ratio(total_out, total_in), "level": a.budget.level().get(),
+            "budget": a.budget.budget()}))?
         );
     } else if inputs.len() > 1 {
         ui.note(format!(

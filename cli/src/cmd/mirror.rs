@@ -11,7 +11,7 @@ use brevis_hub::{MirrorOptions, MirrorReport};
 use clap::Args;
 
 use crate::Outcome;
-use crate::args::{Json, Threads};
+use crate::args::{Budget, Json, Threads};
 use crate::hub_args::{FileFilter, HubArgs, WorkDirArg, notes, print_json, runtime};
 use crate::progress::Ui;
 
@@ -66,9 +66,8 @@ pub struct MirrorArgs {
     pub keep_work: bool,
     #[command(flatten)]
     pub threads: Threads,
-    /// Codec search budget.
-    #[arg(long)]
-    pub budget: Option<u32>,
+    #[command(flatten)]
+    pub level: Budget,
     #[command(flatten)]
     pub json: Json,
 }
@@ -125,7 +124,8 @@ fn options(a: &MirrorArgs, ui: &Ui) -> MirrorOptions {
     opts.keep_work = a.keep_work;
     opts.force = a.force;
     opts.threads = a.threads.threads;
-    opts.budget = a.budget;
+    opts.level = a.level.level();
+    opts.budget = Some(a.level.budget());
     opts
 }
 

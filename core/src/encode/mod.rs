@@ -9,6 +9,7 @@
 mod check;
 mod dedup;
 mod learn;
+mod level;
 mod options;
 mod regions;
 mod segments;
@@ -22,6 +23,7 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 pub use learn::LearnOptions;
+pub use level::Level;
 pub use options::{CompressOptions, CompressReport};
 pub use stream::Encoder;
 
@@ -118,7 +120,7 @@ fn compress_segments<W: Sink>(
         } else {
             opts.region_words
         };
-        let level = plain_level(src, len).map_err(|e| io(&label, e))?;
+        let level = plain_level(src, len, opts.level).map_err(|e| io(&label, e))?;
         return encode_segments(src, name, descs, region, level, out, opts);
     }
     // The whole-file alternative is a search over programs too: budget 0
@@ -198,9 +200,11 @@ const PLAIN_ULTRA_GAIN_PERCENT: usize = 2;
 
 /// The zstd level for a file of plain bytes: [`PLAIN_LEVEL`], or
 /// [`PLAIN_ULTRA_LEVEL`] when a bounded sample shows it pays.
-fn plain_level(src: &dyn ReadAt, len: u64) -> std::io::Result<i32> {
+/// A compression level that caps zstd below the ultra level skips the
+/// sample.
+fn plain_level(src: &dyn ReadAt, len: u64, level: Level) -> std::io::Result<i32> {
     let n = len.min(PLAIN_SAMPLE);
-    if n == 0 {
+    if n == 0 || level.zstd(PLAIN_ULTRA_LEVEL) < PLAIN_ULTRA_LEVEL {
         return Ok(PLAIN_LEVEL);
     }
     let sample = segments::read_cow(src, (len - n) / 2, n as usize)?;

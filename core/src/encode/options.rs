@@ -11,7 +11,12 @@ use crate::progress::{NoProgress, ProgressSink};
 pub struct CompressOptions {
     /// Worker threads; 0 means all cores.
     pub threads: usize,
-    /// Search budget: candidate programs tried per tensor.
+    /// Compression level: the literal coders and zstd levels the encoder
+    /// uses (see [`Level`](crate::Level)); set with
+    /// [`CompressOptions::level`], which also sets the budget.
+    pub level: crate::Level,
+    /// Search budget: candidate programs tried per tensor (the level's
+    /// unless set after it).
     pub budget: u32,
     /// Prior steering the search; `None` means uniform.
     pub prior: Option<Arc<crate::search::Prior>>,
@@ -41,6 +46,7 @@ impl Default for CompressOptions {
     fn default() -> Self {
         CompressOptions {
             threads: 0,
+            level: crate::Level::DEFAULT,
             budget: DEFAULT_BUDGET,
             prior: None,
             progress: Arc::new(NoProgress),
@@ -57,6 +63,12 @@ impl CompressOptions {
     /// Set the number of threads (0 = all cores).
     pub fn threads(mut self, n: usize) -> Self {
         self.threads = n;
+        self
+    }
+    /// Set the compression level, and the search budget to the level's.
+    pub fn level(mut self, l: crate::Level) -> Self {
+        self.level = l;
+        self.budget = l.budget();
         self
     }
     /// Set the search budget.

@@ -64,6 +64,7 @@ pub(super) fn encode_segments<W: Write + Seek>(
     let len = src.len().map_err(|e| io(&label, e))?;
     let pool = pool(opts.threads);
     let region_words = region_words.clamp(MIN_REGION_WORDS, crate::dsl::MAX_NODE_WORDS);
+    let zstd_level = opts.level.zstd(zstd_level);
 
     let dup_of = duplicates(src, &descs, &label)?;
     let alone: Vec<bool> = dup_of.iter().map(Option::is_some).collect();
@@ -88,6 +89,7 @@ pub(super) fn encode_segments<W: Write + Seek>(
         coded: &coded,
         label: &label,
         zstd_level,
+        level: opts.level,
         has_tensors: descs.iter().any(|d| d.kind == SegmentKind::Tensor),
     };
     let mut writer = RegionWriter {
@@ -189,6 +191,7 @@ struct RegionCoder<'a, 's> {
     coded: &'a [Option<Node>],
     label: &'a str,
     zstd_level: i32,
+    level: crate::Level,
     /// Whether the file holds tensors (so its other bytes are a header).
     has_tensors: bool,
 }
@@ -217,20 +220,22 @@ impl<'s> RegionCoder<'_, 's> {
     fn code(&self, si: usize, r: u64) -> Result<CodedRegion<'s>, EncodeError> {
         let cfg = Instantiate {
             zstd_level: self.zstd_level,
+            cap: self.level.contexts(),
+            time: self.level.time(),
             ..Instantiate::default()
         };
         let d = &self.descs[si];
         // The header (and any other bytes) of a tensor file: JSON, which
         // zstd -19 codes slowly for little gain over HEADER_ZSTD_LEVEL;
         // megabytes of them (a GGUF's token tables) at a faster level.
-        let header_level = if d.len >= BIG_BYTES {
+        let header_level = if d.len >= BIG_BYTES && !self.level.slow_big_bytes() {
             BIG_BYTES_ZSTD_LEVEL
         } else {
             HEADER_ZSTD_LEVEL
         };
         let bytes_cfg = Instantiate {
             zstd_level: self.zstd_level.min(header_level),
-            ..Instantiate::default()
+            ..cfg
         };
         let (rw, total) = self.geometry[si];
         let wb = d.dtype.word_bytes() as u64;
@@ -248,10 +253,10 @@ impl<'s> RegionCoder<'_, 's> {
                 offset: at + start,
             },
             // A tensor in one region the search coded whole
-            // (with the default zstd level, which is this one).
+            // (with the search's zstd level, which is this one).
             Plan::Shape(_)
                 if rw >= total
-                    && self.zstd_level == Instantiate::default().zstd_level
+                    && self.zstd_level == self.level.zstd(Instantiate::default().zstd_level)
                     && coded.is_some() =>
             {
                 coded.clone().expect("checked")
@@ -404,7 +409,7 @@ fn search_segments(
                 }
                 let (bytes, words) = read_sample(src, d).map_err(|e| io(label, e))?;
                 let t = Target::of_segment(d, &bytes, &words, opts.region_words);
-                let syn = search::synthesize(&t, &prior, opts.budget);
+                let syn = search::synthesize_at(&t, &prior, opts.budget, opts.level);
                 Ok(Some((syn.shape, syn.judged, syn.node)))
             })
             .collect()
@@ -428,6 +433,6 @@ fn search_segments(
 /// instantiation is exact by construction, and [`CompressOptions::verify`]
 /// proves the whole archive (decoding it, as a reader would) instead.
 fn code_region(shape: &Shape, bytes: &[u8], width: u8, cfg: &Instantiate) -> Node {
-    search::instantiate_le_bytes(shape, bytes, width)
+    search::instantiate_le_bytes(shape, bytes, width, cfg)
         .unwrap_or_else(|| search::instantiate(shape, &bytes_to_words(bytes, width), width, cfg))
 }

@@ -15,6 +15,10 @@ pub struct LitOptions {
     /// sample of a longer region: the region pays its tables once for all
     /// its words. 1 when the words are the region.
     pub overhead: f64,
+    /// Weight of decoding time against bytes: [`SYMBOL_COST`] and
+    /// [`CONTEXT_SYMBOL_COST`] are multiplied by it (1 by default; a
+    /// compression level trades bytes for decoding speed with it).
+    pub time: f64,
 }
 
 impl Default for LitOptions {
@@ -23,6 +27,7 @@ impl Default for LitOptions {
             zstd_level: None,
             contexts: Contexts::ALL,
             overhead: 1.0,
+            time: 1.0,
         }
     }
 }
@@ -46,7 +51,6 @@ impl Contexts {
         siblings: u32::MAX,
     };
     /// None: order 0 only.
-    #[cfg(test)]
     pub const NONE: Contexts = Contexts {
         previous: false,
         siblings: 0,
@@ -55,6 +59,14 @@ impl Contexts {
     /// Whether conditioning on sibling `index` is weighed.
     pub fn sibling(self, index: u8) -> bool {
         index >= 32 || self.siblings & (1 << index) != 0
+    }
+
+    /// The coders weighed by both.
+    pub fn and(self, o: Contexts) -> Contexts {
+        Contexts {
+            previous: self.previous && o.previous,
+            siblings: self.siblings & o.siblings,
+        }
     }
 
     /// Whether any context coder is weighed.
@@ -210,19 +222,21 @@ pub const CONTEXT_SYMBOL_COST: f64 = 0.08 / 8.0;
 
 /// What stepping through the symbols of `n` words of `width` bits in
 /// `codec` costs, in bytes (see [`SYMBOL_COST`]).
-pub fn symbol_cost(codec: Codec, n: usize, width: u8) -> f64 {
+/// `codec` costs, in bytes (see [`SYMBOL_COST`]), at time weight `time`
+/// (see [`LitOptions::time`]).
+pub fn symbol_cost(codec: Codec, n: usize, width: u8, time: f64) -> f64 {
     let per = if codec.contextual() {
         SYMBOL_COST + CONTEXT_SYMBOL_COST
     } else {
         SYMBOL_COST
     };
-    symbols(codec, n, width) as f64 * per
+    symbols(codec, n, width) as f64 * per * time
 }
 
 /// Bytes plus the cost of the symbols (see [`symbol_cost`]): how codecs
 /// are ranked.
-pub fn cost(codec: Codec, bytes: usize, n: usize, width: u8) -> f64 {
-    bytes as f64 + symbol_cost(codec, n, width)
+pub fn cost(codec: Codec, bytes: usize, n: usize, width: u8, time: f64) -> f64 {
+    bytes as f64 + symbol_cost(codec, n, width, time)
 }
 
 /// [`encode_best`] encodes an order-0 rANS codec only when its estimate
@@ -269,6 +283,7 @@ pub fn encode_best<W: Word>(
         payload: None,
         n,
         width,
+        time: opts.time,
     };
     // The order-0 counts, for Huffman's encoder if it wins.
     let mut order0 = None;
@@ -305,12 +320,13 @@ struct Cheapest {
     payload: Option<Vec<u8>>,
     n: usize,
     width: u8,
+    time: f64,
 }
 
 impl Cheapest {
     /// Keep codec `c`'s payload `p` if it costs less.
     fn consider(&mut self, c: Codec, p: Vec<u8>) {
-        let cost = cost(c, p.len(), self.n, self.width);
+        let cost = cost(c, p.len(), self.n, self.width, self.time);
         if cost < self.cost {
             (self.codec, self.cost, self.payload) = (c, cost, Some(p));
         }
@@ -329,7 +345,9 @@ impl Cheapest {
         margin: f64,
     ) {
         let c = c.fit(syms.len());
-        if let Some(p) = rans_if_cheaper(c, syms, ctx, counts, min_ctx, self.cost * margin) {
+        if let Some(p) =
+            rans_if_cheaper(c, syms, ctx, counts, min_ctx, self.cost * margin, self.time)
+        {
             self.consider(c, p);
         }
     }
@@ -351,7 +369,7 @@ fn try_entropy_coders<W: Word>(
     // Huffman's size from its code lengths, unless a bound from the
     // counts shows it can neither win nor come under NEAR_RAW (the
     // decisions below are then those its exact size makes).
-    let symbols = symbol_cost(Codec::Huffman, n, width);
+    let symbols = symbol_cost(Codec::Huffman, n, width, opts.time);
     let floor = best.cost.max(raw_size as f64 * NEAR_RAW) - symbols;
     let huff = huffman::price_or_bound(counts0.order0(), 1.0, floor) + symbols;
     // As price_best decides: see NEAR_RAW.
@@ -479,10 +497,11 @@ pub(super) fn rans_if_cheaper(
     counts: &rans::Counts,
     min_ctx: usize,
     bound: f64,
+    time: f64,
 ) -> Option<Vec<u8>> {
     // Every symbol of `syms` is one the decoder steps through.
     let est = rans::estimate_counted(counts, min_ctx) + 4.0 * (lanes(codec) - rans::LANES) as f64;
-    (est + symbol_cost(codec, syms.len(), 8) < bound)
+    (est + symbol_cost(codec, syms.len(), 8, time) < bound)
         .then(|| rans_encode(codec, syms, ctx, counts, min_ctx))
 }
 

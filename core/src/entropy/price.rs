@@ -29,6 +29,8 @@ pub(super) struct Priced<'a, W> {
     as_best: bool,
     /// [`LitOptions::overhead`] (pricing as `encode_best`, else 1).
     overhead: f64,
+    /// [`LitOptions::time`].
+    time: f64,
     min_ctx: usize,
     /// `(price, codec, how)`, cheapest first (ties in the callers' order).
     list: Vec<(f64, Codec, Price<'a>)>,
@@ -40,13 +42,13 @@ impl<'a, W: Word> Priced<'a, W> {
         words: &'a [W],
         width: u8,
         siblings: &'a [Sibling<'a, W>],
-        zstd_level: i32,
         as_best: bool,
-        overhead: f64,
+        opts: &LitOptions,
     ) -> Self {
         let n = words.len();
         let max = or_all(words);
-        let overhead = if as_best { overhead } else { 1.0 };
+        let overhead = if as_best { opts.overhead } else { 1.0 };
+        let (zstd_level, time) = (opts.zstd_level.unwrap_or(ZSTD_LEVEL), opts.time);
         let mut p = Priced {
             words,
             width,
@@ -59,6 +61,7 @@ impl<'a, W: Word> Priced<'a, W> {
             zstd_level,
             as_best,
             overhead,
+            time,
             min_ctx: min_ctx_count(n, overhead),
             list: Vec::with_capacity(codecs.len()),
         };
@@ -70,7 +73,7 @@ impl<'a, W: Word> Priced<'a, W> {
                 continue;
             }
             if let Some((bytes, how)) = p.price(c) {
-                let price = bytes + symbol_cost(c, n, width);
+                let price = bytes + symbol_cost(c, n, width, time);
                 p.list.push((price, c, how));
             }
         }
@@ -127,7 +130,7 @@ impl<'a, W: Word> Priced<'a, W> {
                 let floor = match self.as_best {
                     true => {
                         let raw = (n * bytes_per_word(width)) as f64;
-                        self.cheapest().max(raw * NEAR_RAW) - symbol_cost(c, n, width)
+                        self.cheapest().max(raw * NEAR_RAW) - symbol_cost(c, n, width, self.time)
                     }
                     false => f64::INFINITY,
                 };
@@ -143,8 +146,15 @@ impl<'a, W: Word> Priced<'a, W> {
                 // (Nothing priced yet: no screen can rule it out.)
                 if self.counts0.is_none()
                     && !self.list.is_empty()
-                    && screen(self.syms(), n, width, c, self.margin(), self.overhead)
-                        >= self.cheapest()
+                    && screen(
+                        self.syms(),
+                        n,
+                        width,
+                        c,
+                        self.margin(),
+                        self.overhead,
+                        self.time,
+                    ) >= self.cheapest()
                 {
                     return None;
                 }
@@ -182,7 +192,15 @@ impl<'a, W: Word> Priced<'a, W> {
                 assert!(width <= 4, "packed rANS takes words of at most 4 bits");
                 let packed = pack_bits(self.words, width as u32);
                 if !self.list.is_empty()
-                    && screen(&packed, n, width, c, self.margin(), self.overhead) >= self.cheapest()
+                    && screen(
+                        &packed,
+                        n,
+                        width,
+                        c,
+                        self.margin(),
+                        self.overhead,
+                        self.time,
+                    ) >= self.cheapest()
                 {
                     return None;
                 }
@@ -285,7 +303,7 @@ impl<'a, W: Word> Priced<'a, W> {
                     rans_encode(c, syms, ctx, counts, m)
                 }
             };
-            let exact = cost(c, payload.len(), n, width);
+            let exact = cost(c, payload.len(), n, width, self.time);
             if best.as_ref().is_none_or(|b| exact < b.0) {
                 best = Some((exact, c, payload));
             }
@@ -313,7 +331,15 @@ pub fn encode_cheapest<'a, W: Word>(
     width: u8,
     siblings: &'a [Sibling<'a, W>],
 ) -> (Codec, Vec<u8>) {
-    Priced::new(codecs, words, width, siblings, ZSTD_LEVEL, false, 1.0).encode()
+    Priced::new(
+        codecs,
+        words,
+        width,
+        siblings,
+        false,
+        &LitOptions::default(),
+    )
+    .encode()
 }
 
 /// zstd level of a zstd candidate where none is given: the writer's
@@ -331,17 +357,9 @@ pub fn price_best<'a, W: Word>(
     opts: &LitOptions,
 ) -> (Codec, usize) {
     let codecs = best_candidates(words, width, siblings, opts);
-    let p = Priced::new(
-        &codecs,
-        words,
-        width,
-        siblings,
-        opts.zstd_level.unwrap_or(ZSTD_LEVEL),
-        true,
-        opts.overhead,
-    );
+    let p = Priced::new(&codecs, words, width, siblings, true, opts);
     let (price, c, _) = p.list.first().expect("a flat codec is always a candidate");
-    let bytes = price - symbol_cost(*c, words.len(), width);
+    let bytes = price - symbol_cost(*c, words.len(), width, opts.time);
     (*c, bytes.ceil() as usize)
 }
 
@@ -429,6 +447,7 @@ pub(super) fn screen(
     codec: Codec,
     margin: bool,
     overhead: f64,
+    time: f64,
 ) -> f64 {
     if syms.len() < SCREEN_MIN_SYMBOLS {
         return 0.0;
@@ -450,5 +469,5 @@ pub(super) fn screen(
     let se = ((h2 - h * h).max(0.0) / m).sqrt();
     let bits = (h - SCREEN_STD_ERRORS * se).max(0.0) * syms.len() as f64;
     let fixed = table::estimate_table_bytes(&sample) + 4.0 * (lanes(codec) - rans::LANES) as f64;
-    rans::stream_bytes(bits, fixed * overhead, margin) + symbol_cost(codec, n, width)
+    rans::stream_bytes(bits, fixed * overhead, margin) + symbol_cost(codec, n, width, time)
 }

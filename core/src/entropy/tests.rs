@@ -160,13 +160,19 @@ fn encode_cheapest_writes_a_decodable_stream_no_dearer_than_any_exact_codec() {
             decode(c, &p, *width, n, sibling, &mut out).unwrap();
             assert_eq!(&out, words, "{c:?} of {set:?}, width {width}, n {n}");
             // Never dearer than a codec whose size is exact unencoded.
-            let chosen = cost(c, p.len(), n, *width);
+            let chosen = cost(c, p.len(), n, *width, 1.0);
             for &e in &set {
                 if matches!(
                     e,
                     Codec::Raw | Codec::BitPack | Codec::Huffman | Codec::Zstd
                 ) {
-                    let other = cost(e, encode_with(e, words, *width, sibling).len(), n, *width);
+                    let other = cost(
+                        e,
+                        encode_with(e, words, *width, sibling).len(),
+                        n,
+                        *width,
+                        1.0,
+                    );
                     assert!(chosen <= other, "{c:?} {chosen} > {e:?} {other} ({set:?})");
                 }
             }
@@ -340,6 +346,7 @@ fn a_sample_bears_its_share_of_the_region_tables() {
         zstd_level: None,
         contexts: Contexts::NONE,
         overhead,
+        time: 1.0,
     };
     let (_, region_bytes) = price_best(&region, 8, &[], &opts(1.0));
     let (_, sample_bytes) = price_best(&sample, 8, &[], &opts(0.25));

@@ -481,6 +481,17 @@ fn planes_may_win(t: &Target<'_>, raw: &[u8], incumbent: usize) -> bool {
 /// Find a program shape for the target: bounded A* over shapes, each
 /// complete one judged by its exact serialized size on the sample.
 pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
+    synthesize_at(t, prior, budget, crate::encode::Level::DEFAULT)
+}
+
+/// [`synthesize`] with the literal coders and zstd levels of a compression
+/// level (its budget is `budget`, which may differ from the level's).
+pub fn synthesize_at(
+    t: &Target<'_>,
+    prior: &Prior,
+    budget: u32,
+    level: crate::encode::Level,
+) -> Synthesis {
     // A sample of a larger tensor is priced, not coded: only the shape
     // (and its leaves' codecs) is kept, and regions are coded again.
     let priced = t.total_words > t.words.len() as u64;
@@ -514,8 +525,11 @@ pub fn synthesize(t: &Target<'_>, prior: &Prior, budget: u32) -> Synthesis {
         le_bytes: (!le.is_empty()).then(|| &le[..m * t.width as usize / 8]),
         priced,
         overhead: share(m),
-        leaves: (!prior.is_uniform()).then_some(Leaves { prior, hole: &hole }),
-        ..Instantiate::default()
+        leaves: (!prior.is_uniform() && level.prior_leaves())
+            .then_some(Leaves { prior, hole: &hole }),
+        cap: level.contexts(),
+        time: level.time(),
+        zstd_level: level.zstd(Instantiate::default().zstd_level),
     };
     let lit = Shape::Lit(None);
     let node = instantiate(&lit, words, t.width, &cfg);

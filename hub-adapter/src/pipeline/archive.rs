@@ -173,6 +173,7 @@ async fn compress(
     let mut co = brevis_core::CompressOptions::default()
         .verify(false)
         .threads(opts.threads)
+        .level(opts.level)
         .prior(coding.prior.clone())
         .sidecar(coding.sidecars.get(local).cloned())
         .progress(FileProgress::arc(&opts.progress, path));

@@ -45,7 +45,9 @@ pub struct MirrorOptions {
     pub force: bool,
     /// Codec threads (0 = all cores).
     pub threads: usize,
-    /// Codec search budget (None = the codec's default).
+    /// Compression level.
+    pub level: brevis_core::Level,
+    /// Codec search budget (None = the level's).
     pub budget: Option<u32>,
     /// Progress events.
     pub progress: Arc<dyn ProgressSink>,
@@ -69,6 +71,7 @@ impl MirrorOptions {
             keep_work: false,
             force: false,
             threads: 0,
+            level: brevis_core::Level::DEFAULT,
             budget: None,
             progress: Arc::new(NoProgress),
             notes: quiet_notes(),

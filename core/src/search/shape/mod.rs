@@ -113,6 +113,11 @@ pub struct Instantiate<'a> {
     /// Share of each literal stream's fixed bytes the priced words bear
     /// (see [`LitOptions::overhead`]).
     pub overhead: f64,
+    /// The context coders a literal may weigh at all (the compression
+    /// level's; the prior's leaf model narrows them further).
+    pub cap: Contexts,
+    /// Weight of decoding time against bytes (see [`LitOptions::time`]).
+    pub time: f64,
     /// The little-endian bytes of the words given to [`instantiate`] (2 or
     /// 4 a word), when the caller has them: a top `Merge` of byte fields
     /// is cut from them, as [`instantiate_le_bytes`] does, which reads a
@@ -127,6 +132,8 @@ impl Default for Instantiate<'_> {
             priced: false,
             leaves: None,
             overhead: 1.0,
+            cap: Contexts::ALL,
+            time: 1.0,
             le_bytes: None,
         }
     }
@@ -136,7 +143,7 @@ impl Instantiate<'_> {
     /// The context coders a literal of `width` bits under `parent` weighs.
     fn contexts(&self, parent: &str, width: u8) -> Contexts {
         self.leaves
-            .map_or(Contexts::ALL, |l| l.contexts(parent, width))
+            .map_or(self.cap, |l| l.contexts(parent, width).and(self.cap))
     }
 }
 
@@ -164,13 +171,17 @@ pub fn instantiate(shape: &Shape, words: &[u64], width: u8, cfg: &Instantiate<'_
 /// [`instantiate`] from the little-endian bytes of the words, for a `Merge`
 /// of literals over byte fields (every float split): the fields are cut
 /// from the bytes without widening the words; `None` for other shapes.
-pub fn instantiate_le_bytes(shape: &Shape, bytes: &[u8], width: u8) -> Option<Node> {
+pub fn instantiate_le_bytes(
+    shape: &Shape,
+    bytes: &[u8],
+    width: u8,
+    cfg: &Instantiate<'_>,
+) -> Option<Node> {
     if let Shape::Interleave(_, classes, kids) = shape
         && width == 8
         && byte_literals(kids)
     {
         // Block fields of bytes (GGUF quants), dealt as bytes.
-        let cfg = Instantiate::default();
         let children = crate::dsl::deal(bytes, classes, kids.len())
             .iter()
             .zip(kids)
@@ -179,7 +190,7 @@ pub fn instantiate_le_bytes(shape: &Shape, bytes: &[u8], width: u8) -> Option<No
                     Shape::Lit(c) => *c,
                     _ => None,
                 };
-                byte_leaf(codec, p, 8, &[], &[], &[], &cfg, Contexts::ALL)
+                byte_leaf(codec, p, 8, &[], &[], &[], cfg, cfg.cap)
             })
             .collect();
         return Some(Node::Interleave {
@@ -197,7 +208,7 @@ pub fn instantiate_le_bytes(shape: &Shape, bytes: &[u8], width: u8) -> Option<No
         return None;
     }
     let parts = split.split_le_bytes(bytes)?;
-    Some(merge_of_bytes(split, kids, parts, &Instantiate::default()))
+    Some(merge_of_bytes(split, kids, parts, cfg))
 }
 
 /// A literal frozen raw (budget 0's float tensors, and any the search left
@@ -270,7 +281,7 @@ fn merge_of_bytes(
         .enumerate()
         .map(|(i, codec)| match codec {
             None if cfg.leaves.is_some() => cfg.contexts(&super::merge_label(split, i), fields[i]),
-            _ => Contexts::ALL,
+            _ => cfg.cap,
         })
         .collect();
     // Field i is counted under an earlier field j by its frozen conditional
@@ -332,7 +343,7 @@ fn inst(
             child: Box::new(inst(shape, &words[..p], width, &[], cfg, parent)),
         };
     }
-    let all = Contexts::ALL;
+    let all = cfg.cap;
     // The child of a Map or Scan.
     let only_child = |kid: &Shape, words: &[u64]| {
         Box::new(inst(
@@ -358,7 +369,10 @@ fn inst(
             let children = split
                 .split(words)
                 .iter()
-                .map(|p| lit_auto(p, 8, &[], Some(PLANES_ZSTD_LEVEL), cfg, all))
+                .map(|p| {
+                    let level = PLANES_ZSTD_LEVEL.min(cfg.zstd_level);
+                    lit_auto(p, 8, &[], Some(level), cfg, all)
+                })
                 .collect();
             Node::Merge { split, children }
         }
@@ -412,7 +426,7 @@ fn inst_merge(
 ) -> Node {
     let fields = split.fields();
     if split.width() != width as u32 || kids.len() != fields.len() {
-        return lit_auto(words, width, sibs, None, cfg, Contexts::ALL);
+        return lit_auto(words, width, sibs, None, cfg, cfg.cap);
     }
     // Literals of byte fields (every float split) take the fields
     // as bytes.
@@ -532,6 +546,7 @@ fn lit_auto<W: Word>(
         zstd_level: zstd,
         contexts,
         overhead: cfg.overhead,
+        time: cfg.time,
     };
     let (codec, payload) = if cfg.priced {
         let (codec, bytes) = entropy::price_best(words, width, sibs, &opts);

@@ -33,7 +33,7 @@ fn raw_literals_from_le_bytes_are_those_from_words() {
         for (i, (words, fast)) in cases.into_iter().enumerate() {
             let mut bytes = Vec::new();
             crate::words::words_to_bytes(&words, width, &mut bytes);
-            let from_bytes = instantiate_le_bytes(&shape, &bytes, width);
+            let from_bytes = instantiate_le_bytes(&shape, &bytes, width, &Instantiate::default());
             assert_eq!(from_bytes.is_some(), fast, "width {width} case {i}");
             if let Some(node) = from_bytes {
                 assert_eq!(

@@ -1,0 +1,135 @@
+//! Compression levels, in zstd's habit: 1 (fastest) to 9 (smallest), the
+//! default one of them. A level only steers the encoder (how many programs
+//! the search judges, which literal coders it weighs, how hard zstd works
+//! on bytes); every level decodes with the same interpreter.
+
+use crate::entropy::Contexts;
+
+/// How hard compression works: [`Level::FASTEST`] (1) to [`Level::BEST`]
+/// (9); [`Level::DEFAULT`] (6) is what every command uses unless told.
+///
+/// | level | programs judged per tensor | literal coders | decoding time weighed | zstd on bytes at most |
+/// |---:|---:|---|---:|---:|
+/// | 1 | 1 | order 0 | 8x | 3 |
+/// | 2 | 2 | order 0 | 8x | 3 |
+/// | 3 | 4 | order 0 | 4x | 6 |
+/// | 4 | 8 | as the prior says | 1x | 9 |
+/// | 5 | 16 | as the prior says | 1x | 12 |
+/// | 6 | 24 | as the prior says | 1x | 19 |
+/// | 7 | 48 | as the prior says | 1x | 19 |
+/// | 8 | 96 | all | 0.5x | 19 |
+/// | 9 | 192 | all | 0 | 19, and 19 on large headers |
+///
+/// Order 0 leaves out the context coders (order-1 rANS and rANS
+/// conditioned on a sibling field): their counts are the search's largest
+/// cost, and their decoding the slowest. "As the prior says" weighs a
+/// context coder only where the prior has seen it win (all of them
+/// without a learned prior). "Decoding time weighed" is the price of a
+/// symbol an entropy coder steps through, against the bytes it saves:
+/// at 8x a stream that saves little is left bit-packed or raw, at 0 the
+/// smallest coding wins however slow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Level(u8);
+
+impl Level {
+    /// Level 1: the fewest programs judged, order-0 coders only.
+    pub const FASTEST: Level = Level(1);
+    /// Level 6.
+    pub const DEFAULT: Level = Level(6);
+    /// Level 9: the most search, every context coder.
+    pub const BEST: Level = Level(9);
+
+    /// The level `n`, if it is one (1 to 9).
+    pub fn new(n: u8) -> Option<Level> {
+        (Self::FASTEST.0..=Self::BEST.0)
+            .contains(&n)
+            .then_some(Level(n))
+    }
+
+    /// Its number, 1 to 9.
+    pub fn get(self) -> u8 {
+        self.0
+    }
+
+    /// Search budget: complete programs judged per tensor.
+    pub fn budget(self) -> u32 {
+        [1, 2, 4, 8, 16, 24, 48, 96, 192][self.index()]
+    }
+
+    /// The context coders the literal chooser may weigh at all (the prior
+    /// narrows them further).
+    pub(crate) fn contexts(self) -> Contexts {
+        if self.0 <= 3 {
+            Contexts::NONE
+        } else {
+            Contexts::ALL
+        }
+    }
+
+    /// Whether the prior's leaf model narrows the context coders weighed
+    /// (below level 8), or every one is weighed everywhere.
+    pub(crate) fn prior_leaves(self) -> bool {
+        self.0 < 8
+    }
+
+    /// Weight of decoding time against bytes when literal coders are
+    /// ranked (see [`LitOptions::time`](crate::entropy::LitOptions)): the
+    /// fast levels leave streams that save little raw or bit-packed, the
+    /// best levels take every byte an entropy coder saves.
+    pub(crate) fn time(self) -> f64 {
+        [8.0, 8.0, 4.0, 1.0, 1.0, 1.0, 1.0, 0.5, 0.0][self.index()]
+    }
+
+    /// `wanted`, the zstd level a part of the encoder would use, capped by
+    /// this level.
+    pub(crate) fn zstd(self, wanted: i32) -> i32 {
+        let cap = [3, 3, 6, 9, 12, 19, 19, 19, 19][self.index()];
+        wanted.min(cap)
+    }
+
+    /// Whether megabytes of opaque bytes in a tensor file (a GGUF's token
+    /// tables) get the header's zstd level rather than a faster one.
+    pub(crate) fn slow_big_bytes(self) -> bool {
+        self.0 >= 9
+    }
+
+    fn index(self) -> usize {
+        self.0 as usize - 1
+    }
+}
+
+impl Default for Level {
+    fn default() -> Self {
+        Level::DEFAULT
+    }
+}
+
+impl std::fmt::Display for Level {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_are_one_to_nine_and_grow_in_effort() {
+        assert_eq!(Level::new(0), None);
+        assert_eq!(Level::new(10), None);
+        let all: Vec<Level> = (1..=9).map(|n| Level::new(n).unwrap()).collect();
+        assert_eq!(all.first(), Some(&Level::FASTEST));
+        assert_eq!(all.last(), Some(&Level::BEST));
+        assert_eq!(Level::default().budget(), crate::DEFAULT_BUDGET);
+        for w in all.windows(2) {
+            assert!(w[0].budget() < w[1].budget());
+            assert!(w[0].zstd(22) <= w[1].zstd(22));
+            assert!(w[0].time() >= w[1].time());
+            assert!(!w[0].contexts().any() || w[1].contexts().any());
+        }
+        assert_eq!(Level::FASTEST.zstd(1), 1, "a cap, never a raise");
+        assert!(!Level::FASTEST.contexts().any());
+        assert_eq!(Level::BEST.contexts(), Contexts::ALL);
+    }
+}
