@@ -61,36 +61,50 @@ pub fn run(a: DecompressArgs, ui: &Ui) -> Result<Outcome> {
     )?;
     files::make_parents(&plan)?;
     let run = ui.run("decompress", inputs.iter().map(|i| i.path.as_path()));
+    let mut archives = Vec::new();
     for (i, dst) in inputs.iter().zip(&plan.outs) {
         let (src, t) = (&i.path, Instant::now());
-        if i.copy {
-            let (len, sha) = files::copy_checked(src, dst, force, None)?;
-            let bar = run.file(src);
-            bar.start(&src.display().to_string(), len);
-            bar.advance(len);
-            bar.finish();
-            ui.note(format!(
-                "{} -> {}: copied (not an archive), {len} bytes, sha256 {} in {:.2}s",
-                src.display(),
-                dst.display(),
-                hex::encode(sha),
-                t.elapsed().as_secs_f64()
-            ));
+        if !i.copy {
+            let len = std::fs::metadata(src).map_or(0, |m| m.len());
+            archives.push((src, dst, len));
             continue;
         }
-        let opts = DecompressOptions::default()
-            .threads(workers_for(src, a.threads.threads))
-            .progress(run.file(src));
-        let r = brevis_core::decompress_file(src, dst, force, &opts)
-            .map_err(|e| about("decompressing", src, e))?;
+        let (len, sha) = files::copy_checked(src, dst, force, None)?;
+        let bar = run.file(src);
+        bar.start(&src.display().to_string(), len);
+        bar.advance(len);
+        bar.finish();
         ui.note(format!(
-            "{} -> {}: {} bytes, sha256 {} ok in {:.2}s",
+            "{} -> {}: copied (not an archive), {len} bytes, sha256 {} in {:.2}s",
             src.display(),
             dst.display(),
-            r.original_len,
-            hex::encode(r.sha256),
+            hex::encode(sha),
             t.elapsed().as_secs_f64()
         ));
     }
+    // Several archives decode at once, each with a share of the threads
+    // (a file's SHA-256 is serial: one file a core keeps them busier).
+    brevis_hub::pipeline::each_file(
+        &archives,
+        a.threads.threads,
+        |&(_, _, len)| len,
+        |&(src, dst, _), threads| {
+            let t = Instant::now();
+            let opts = DecompressOptions::default()
+                .threads(workers_for(src, threads))
+                .progress(run.file(src));
+            let r = brevis_core::decompress_file(src, dst, force, &opts)
+                .map_err(|e| about("decompressing", src, e))?;
+            ui.note(format!(
+                "{} -> {}: {} bytes, sha256 {} ok in {:.2}s",
+                src.display(),
+                dst.display(),
+                r.original_len,
+                hex::encode(r.sha256),
+                t.elapsed().as_secs_f64()
+            ));
+            anyhow::Ok(())
+        },
+    )?;
     Ok(Outcome::Ok)
 }

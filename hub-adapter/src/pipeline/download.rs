@@ -71,15 +71,18 @@ pub(super) fn by_stored_file<'a>(
     (files_of, ready)
 }
 
-/// Downloads `dl` (up to the client's concurrency) and runs `job`, one at a
-/// time on the blocking pool, for each stored file as soon as it is here:
-/// those of `ready` at once, each download as it ends, after `arrived` has
-/// seen its outcome. An error (from `arrived` or a job) stops everything:
-/// the downloads in flight are given up (their partial files resume next
-/// time), a running job is awaited, and the first error is returned. Each
-/// download reports as a file of `progress`'s run, and each job is given
-/// `progress` to report its files in; the run's `begin` and `end` are the
-/// caller's.
+/// Downloads `dl` (up to the client's concurrency) and runs `job` on the
+/// blocking pool for each stored file as soon as it is here: those of
+/// `ready` at once, each download as it ends, after `arrived` has seen its
+/// outcome. Up to `threads` jobs (0: one a core) run at once, each given
+/// its share of the threads (all of them when it is the only one to run):
+/// a file's SHA-256 is serial, so several files at once keep the cores
+/// busier. An error (from `arrived` or a job) stops everything: the
+/// downloads in flight are given up (their partial files resume next
+/// time), the running jobs are awaited, and the first error is returned.
+/// Each download reports as a file of `progress`'s run, and each job is
+/// given `progress` to report its files in; the run's `begin` and `end`
+/// are the caller's.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn download_and_run<'a>(
     client: &HubClient,
@@ -88,18 +91,31 @@ pub(super) async fn download_and_run<'a>(
     dl: &'a [(String, PathBuf, Expect)],
     mut ready: std::collections::VecDeque<&'a str>,
     progress: &Arc<dyn ProgressSink>,
+    threads: usize,
     mut arrived: impl FnMut(&'a str, Result<crate::client::DownloadStats>) -> Result<()>,
-    job: impl Fn(&'a str, Arc<dyn ProgressSink>) -> tokio::task::JoinHandle<Result<()>>,
+    job: impl Fn(&'a str, Arc<dyn ProgressSink>, usize) -> tokio::task::JoinHandle<Result<()>>,
 ) -> Result<()> {
+    use futures_util::stream::FuturesUnordered;
+    let budget = match threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
     let mut downloads = Some(client.download_stream(repo, commit, dl, progress.clone()));
-    let (mut left, mut running) = (dl.len(), None);
+    let mut left = dl.len();
+    let mut running = FuturesUnordered::new();
     let mut failed = None;
     loop {
-        if running.is_none()
+        while running.len() < budget
             && failed.is_none()
             && let Some(a) = ready.pop_front()
         {
-            running = Some(job(a, progress.clone()));
+            // Alone (nothing else here to run): every thread, as `threads`
+            // says; else a share.
+            let share = match running.len() + ready.len() {
+                0 => threads,
+                others => (budget / (others + 1)).max(1),
+            };
+            running.push(job(a, progress.clone(), share));
         }
         tokio::select! {
             Some((i, r)) = async { downloads.as_mut().expect("guarded").next().await },
@@ -112,8 +128,7 @@ pub(super) async fn download_and_run<'a>(
                     Err(e) => failed = Some(e),
                 }
             }
-            r = async { running.as_mut().expect("guarded").await }, if running.is_some() => {
-                running = None;
+            Some(r) = running.next(), if !running.is_empty() => {
                 let r = r
                     .map_err(|e| HubError::io("<worker>", std::io::Error::other(e.to_string())))
                     .and_then(|r| r);

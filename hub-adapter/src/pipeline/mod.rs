@@ -7,6 +7,7 @@
 use crate::error::{HubError, Result};
 
 mod archive;
+mod at_once;
 mod download;
 mod mirror;
 mod options;
@@ -18,6 +19,7 @@ mod source_check;
 mod verify;
 mod work;
 
+pub use at_once::each_file;
 pub use mirror::mirror;
 pub use options::{MirrorOptions, Notes, PullOptions};
 pub use pull::pull;

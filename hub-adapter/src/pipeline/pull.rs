@@ -352,7 +352,7 @@ async fn download_and_restore(
         ));
     }
     let (files_of, ready) = by_stored_file(need, dl);
-    let restore_files = |archive: &str, progress: Arc<dyn ProgressSink>| {
+    let restore_files = |archive: &str, progress: Arc<dyn ProgressSink>, threads: usize| {
         let jobs = files_of[archive]
             .iter()
             .map(|&i| {
@@ -361,7 +361,7 @@ async fn download_and_restore(
                 Ok((stored, place.path(f)?, (*f).clone()))
             })
             .collect::<Result<Vec<_>>>();
-        let (threads, repo) = (opts.threads, opts.repo.clone());
+        let repo = opts.repo.clone();
         tokio::task::spawn_blocking(move || -> Result<()> {
             for (stored, dst, f) in jobs? {
                 if let Some(parent) = dst.parent() {
@@ -385,6 +385,7 @@ async fn download_and_restore(
         dl,
         ready,
         &opts.progress,
+        opts.threads,
         |_, r| {
             downloaded += r?.bytes_on_wire;
             Ok(())

@@ -114,11 +114,13 @@ pub fn verify_local(folder: &Path, threads: usize) -> Result<VerifyReport> {
     let mpath = folder.join(MANIFEST_NAME);
     let text = std::fs::read(&mpath).map_err(|e| HubError::io(&mpath, e))?;
     let m = Manifest::from_json(&text, &folder.display().to_string())?;
-    let files = m
-        .files
-        .iter()
-        .map(|f| verify_entry(folder, &m.source.repo, f, threads, Arc::new(NoProgress)))
-        .collect::<Result<Vec<_>>>()?;
+    // Several files at once, each with a share of the threads.
+    let files = super::each_file(
+        &m.files,
+        threads,
+        |f| f.size,
+        |f, threads| verify_entry(folder, &m.source.repo, f, threads, Arc::new(NoProgress)),
+    )?;
     let ok = files.iter().all(|e| e.status == "ok");
     Ok(VerifyReport {
         target: folder.display().to_string(),
@@ -270,7 +272,7 @@ async fn check_stored(
     let entries: Vec<&FileEntry> = m.files.iter().collect();
     let (files_of, ready) = by_stored_file(&entries, &dl);
     let verdicts = Arc::new(std::sync::Mutex::new(vec![None; entries.len()]));
-    let check = |archive: &str, progress: Arc<dyn ProgressSink>| {
+    let check = |archive: &str, progress: Arc<dyn ProgressSink>, threads: usize| {
         let todo: Vec<(usize, FileEntry)> = files_of[archive]
             .iter()
             .map(|&i| (i, entries[i].clone()))
@@ -310,6 +312,7 @@ async fn check_stored(
         &dl,
         ready,
         progress,
+        threads,
         |archive, r| {
             match r {
                 Ok(_) => {}
