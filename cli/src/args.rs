@@ -49,11 +49,23 @@ pub struct Output {
     pub force: Force,
 }
 
-/// `--level N`, `-1` .. `-9`, `--fast`, `--best` and `--budget` of the
-/// commands that compress, in zstd's habit.
+/// `--level N`, `-1` .. `-9`, `--fast`, `--best` (one of them) and
+/// `--budget` of the commands that compress, in zstd's habit.
+#[derive(Args, Debug, Clone, Copy)]
+#[group(skip)]
+pub struct Budget {
+    #[command(flatten)]
+    levels: Levels,
+    /// Search budget: candidate programs judged per tensor (advanced: the
+    /// level's unless given).
+    #[arg(long)]
+    budget: Option<u32>,
+}
+
+/// The level flags, of which one may be given.
 #[derive(Args, Debug, Clone, Copy)]
 #[group(id = "levels", multiple = false)]
-pub struct Budget {
+struct Levels {
     /// Compression level, 1 (fastest) to 9 (smallest); -1 .. -9 say the
     /// same. Every level decodes with the same decoder. [default: 6]
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=9), group = "levels")]
@@ -83,19 +95,14 @@ pub struct Budget {
     l8: bool,
     #[arg(short = '9', hide = true, group = "levels")]
     l9: bool,
-    /// Search budget: candidate programs judged per tensor (advanced: the
-    /// level's unless given).
-    #[arg(long)]
-    budget: Option<u32>,
 }
 
 impl Budget {
     /// The level asked for, [`Level::DEFAULT`](brevis_core::Level) if none.
     pub fn level(&self) -> brevis_core::Level {
-        let digits = [
-            self.l1, self.l2, self.l3, self.l4, self.l5, self.l6, self.l7, self.l8, self.l9,
-        ];
-        let n = match (self.level, self.fast, self.best) {
+        let s = &self.levels;
+        let digits = [s.l1, s.l2, s.l3, s.l4, s.l5, s.l6, s.l7, s.l8, s.l9];
+        let n = match (s.level, s.fast, s.best) {
             (Some(n), ..) => n,
             (_, true, _) => brevis_core::Level::FASTEST.get(),
             (_, _, true) => brevis_core::Level::BEST.get(),

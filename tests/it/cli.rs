@@ -957,6 +957,27 @@ fn levels_in_zstds_habit() {
     assert_eq!(size("one"), size("fast"));
     assert!(size("one") > size("six"), "{sizes:?}");
     assert!(size("best") <= size("six"), "{sizes:?}");
+    // A level and a budget go together.
+    let o = run(
+        d,
+        &[
+            "compress",
+            "vocab.json",
+            "-o",
+            "budget.brv",
+            "-1",
+            "--budget",
+            "5",
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let j: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(
+        (j["level"].as_u64(), j["budget"].as_u64()),
+        (Some(1), Some(5))
+    );
     // Out of range, or two levels at once: a usage error, nothing written.
     for bad in [
         &["--level", "0"][..],

@@ -8,17 +8,23 @@ use crate::entropy::Contexts;
 /// How hard compression works: [`Level::FASTEST`] (1) to [`Level::BEST`]
 /// (9); [`Level::DEFAULT`] (6) is what every command uses unless told.
 ///
-/// | level | programs judged per tensor | literal coders | decoding time weighed | zstd on bytes at most |
-/// |---:|---:|---|---:|---:|
-/// | 1 | 1 | order 0 | 8x | 3 |
-/// | 2 | 2 | order 0 | 8x | 3 |
-/// | 3 | 4 | order 0 | 4x | 6 |
-/// | 4 | 8 | as the prior says | 1x | 9 |
-/// | 5 | 16 | as the prior says | 1x | 12 |
-/// | 6 | 24 | as the prior says | 1x | 19 |
-/// | 7 | 48 | as the prior says | 1x | 19 |
-/// | 8 | 96 | all | 0.5x | 19 |
-/// | 9 | 192 | all | 0 | 19, and 19 on large headers |
+/// | level | float split | programs judged per tensor | literal coders | decoding time weighed | zstd on bytes at most |
+/// |---:|---|---:|---|---:|---:|
+/// | 1 | bytes | 3 | order 0 | 1x | 3 |
+/// | 2 | bytes | 4 | order 0 | 1x | 3 |
+/// | 3 | fields | 6 | order 0 | 1x | 6 |
+/// | 4 | fields | 8 | as the prior says | 1x | 9 |
+/// | 5 | fields | 16 | as the prior says | 1x | 12 |
+/// | 6 | fields | 24 | as the prior says | 1x | 19 |
+/// | 7 | fields | 48 | as the prior says | 1x | 19 |
+/// | 8 | fields | 96 | all | 0.5x | 19 |
+/// | 9 | fields | 192 | all | 0 | 19, and 19 on large headers |
+///
+/// The float split by bytes rotates the word by one bit and cuts it into
+/// bytes (an f32's or bf16's exponent in a byte of its own, as ZipNN
+/// groups them): decoded as byte streams joined, without the fields
+/// split's unpacking of a sign bit and a 7-bit mantissa word by word; the
+/// fast levels also leave out running sums and xors.
 ///
 /// Order 0 leaves out the context coders (order-1 rANS and rANS
 /// conditioned on a sibling field): their counts are the search's largest
@@ -53,7 +59,7 @@ impl Level {
 
     /// Search budget: complete programs judged per tensor.
     pub fn budget(self) -> u32 {
-        [1, 2, 4, 8, 16, 24, 48, 96, 192][self.index()]
+        [3, 4, 6, 8, 16, 24, 48, 96, 192][self.index()]
     }
 
     /// The context coders the literal chooser may weigh at all (the prior
@@ -74,10 +80,27 @@ impl Level {
 
     /// Weight of decoding time against bytes when literal coders are
     /// ranked (see [`LitOptions::time`](crate::entropy::LitOptions)): the
-    /// fast levels leave streams that save little raw or bit-packed, the
-    /// best levels take every byte an entropy coder saves.
+    /// best levels take every byte an entropy coder saves. (A heavier
+    /// weight at the fast levels moved nothing measurable: the streams
+    /// that are entropy coded save far more than a symbol's time.)
     pub(crate) fn time(self) -> f64 {
-        [8.0, 8.0, 4.0, 1.0, 1.0, 1.0, 1.0, 0.5, 0.0][self.index()]
+        [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.5, 0.0][self.index()]
+    }
+
+    /// Whether the search may propose production `name` (see
+    /// `search::productions`): levels 1 and 2 keep to the programs that
+    /// decode fastest, byte fields and literals, without running sums and
+    /// xors.
+    pub(crate) fn production(self, name: &str) -> bool {
+        self.0 > 2 || !matches!(name, "scan_diff" | "scan_xor" | "zigzag")
+    }
+
+    /// Whether a float is split as bytes of the word rotated by one bit
+    /// (the exponent in a byte of its own, as ZipNN groups it) rather
+    /// than into sign, exponent and mantissa fields (a sign bit and a
+    /// 7-bit mantissa are unpacked word by word): levels 1 and 2.
+    pub(crate) fn fast_floats(self) -> bool {
+        self.0 <= 2
     }
 
     /// `wanted`, the zstd level a part of the encoder would use, capped by

@@ -112,6 +112,16 @@ impl Frontier {
     }
 }
 
+/// How far [`search_shapes`] goes: complete programs judged, how many
+/// bits above the best a state may cost, and the compression level's
+/// productions.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Bounds {
+    pub budget: u32,
+    pub stop_bits: f64,
+    pub level: crate::encode::Level,
+}
+
 /// The A* over structured shapes: each complete one (but the incumbent
 /// and the generic codecs) is judged by `judge` (its size on the sample,
 /// and its program) and kept in `best` if smaller.
@@ -119,8 +129,11 @@ pub(super) fn search_shapes(
     t: &Target<'_>,
     prior: &Prior,
     hole: &HoleContext,
-    budget: u32,
-    stop_bits: f64,
+    Bounds {
+        budget,
+        stop_bits,
+        level,
+    }: Bounds,
     judge: impl Fn(&Shape) -> (usize, crate::dsl::Node),
     best: &mut Best,
 ) -> Found {
@@ -167,7 +180,7 @@ pub(super) fn search_shapes(
                     };
                 }
             }
-            Some(first) => expand(t, prior, hole, &st, first, &mut frontier),
+            Some(first) => expand(t, prior, hole, &st, first, level, &mut frontier),
         }
     }
     found
@@ -181,9 +194,11 @@ fn expand(
     hole: &HoleContext,
     st: &State,
     (parent, width, depth): (String, u8, usize),
+    level: crate::encode::Level,
     frontier: &mut Frontier,
 ) {
-    let prods = productions(t, &parent, width, depth);
+    let mut prods = productions(t, &parent, width, depth, level);
+    prods.retain(|(name, _)| level.production(name));
     let names: Vec<&str> = prods.iter().map(|p| p.0).collect();
     // The target's role and size class, worked out once.
     let ctx = HoleContext {

@@ -189,6 +189,7 @@ fn productions(
     parent: &str,
     width: u8,
     depth: usize,
+    level: crate::encode::Level,
 ) -> Vec<(&'static str, Shape)> {
     let hole = || Box::new(Shape::Hole);
     let mut v: Vec<(&'static str, Shape)> = vec![("lit", Shape::Lit(None))];
@@ -207,8 +208,12 @@ fn productions(
         && width == t.dtype.word_bits()
         && let Some(s) = float_split(t.dtype)
     {
-        let n = s.fields().len();
-        v.push(("float", Shape::Merge(s, vec![Shape::Hole; n])));
+        if level.fast_floats() && matches!(width, 16 | 32) {
+            v.push(("float", fast_float(width)));
+        } else {
+            let n = s.fields().len();
+            v.push(("float", Shape::Merge(s, vec![Shape::Hole; n])));
+        }
     }
     if width >= 16 && width.is_multiple_of(8) {
         v.push((
@@ -241,6 +246,20 @@ fn productions(
     v
 }
 
+/// The fast levels' float split: the word rotated left by one bit (the
+/// sign to the bottom, the exponent's top bits to the top byte: all 8 of
+/// an f32's or bf16's), then cut into bytes, as ZipNN groups them; decoded
+/// as byte streams joined and rotated back, without unpacking bit fields.
+fn fast_float(width: u8) -> Shape {
+    Shape::Map(
+        MapOp::Rotl(width - 1),
+        Box::new(Shape::Merge(
+            Split::BytePlanes(width),
+            vec![Shape::Hole; width as usize / 8],
+        )),
+    )
+}
+
 /// Production label of a filled node (inverse of [`productions`]).
 fn label(s: &Shape) -> &'static str {
     match s {
@@ -250,6 +269,7 @@ fn label(s: &Shape) -> &'static str {
         Shape::Merge(..) => "float",
         Shape::Scan(ScanOp::Diff, _) => "scan_diff",
         Shape::Scan(ScanOp::XorDelta, _) => "scan_xor",
+        Shape::Map(MapOp::Rotl(_), _) => "float",
         Shape::Map(..) => "zigzag",
         Shape::Interleave(..) => "blocks",
     }
@@ -550,7 +570,12 @@ pub fn synthesize_at(
         let node = instantiate(shape, words, t.width, &cfg);
         (scaled(wire::serialized_size(&node)), node)
     };
-    let mut found = search_shapes(t, prior, &hole, budget, stop_bits, judge, &mut best);
+    let bounds = astar::Bounds {
+        budget,
+        stop_bits,
+        level,
+    };
+    let mut found = search_shapes(t, prior, &hole, bounds, judge, &mut best);
     if found.generic && found.judged < budget {
         found.judged += 1;
         judge_generic(t, le, &cfg, share(n), found.generic_likely, &mut best);

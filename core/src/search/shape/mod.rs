@@ -151,9 +151,35 @@ fn all_equal<W: PartialEq + Copy>(words: &[W]) -> bool {
     words.first().is_none_or(|&f| words.iter().all(|&w| w == f))
 }
 
+/// The rotation that undoes a left rotation by `r` of `width`-bit words.
+fn unrotate(r: u8, width: u8) -> u32 {
+    let w = width as u32;
+    (w - r as u32 % w) % w
+}
+
 /// Code `words` (of `width` bits) with `shape`. Always correct: a shape that
 /// does not fit the words (wrong width) falls back to a literal.
 pub fn instantiate(shape: &Shape, words: &[u64], width: u8, cfg: &Instantiate<'_>) -> Node {
+    if let (Some(bytes), Shape::Map(MapOp::Rotl(r), kid)) = (cfg.le_bytes, shape)
+        && matches!(width, 16 | 32)
+        && bytes.len() == words.len() * (width as usize / 8)
+    {
+        // The fast float split: the child's bytes are the words rotated
+        // back, cut as the Merge below cuts them (its words too, should
+        // it take those).
+        let inv = MapOp::Rotl(*r).inverse(width);
+        let rotated: Vec<u64> = words.iter().map(|&w| inv.apply(w)).collect();
+        let mut le = bytes.to_vec();
+        crate::dsl::exec::rotate_le_words(&mut le, width, unrotate(*r, width));
+        let cfg = Instantiate {
+            le_bytes: Some(&le),
+            ..*cfg
+        };
+        return Node::Map {
+            op: MapOp::Rotl(*r),
+            child: Box::new(instantiate(kid, &rotated, width, &cfg)),
+        };
+    }
     if let (Some(bytes), Shape::Merge(split, kids)) = (cfg.le_bytes, shape)
         && matches!(width, 16 | 32)
         && bytes.len() == words.len() * (width as usize / 8)
@@ -200,6 +226,18 @@ pub fn instantiate_le_bytes(
     }
     if *shape == Shape::Lit(Some(Codec::Raw)) {
         return raw_of_le_bytes(bytes, width);
+    }
+    if let Shape::Map(MapOp::Rotl(r), kid) = shape
+        && matches!(width, 16 | 32)
+    {
+        // The fast float split (see `instantiate`).
+        let mut le = bytes.to_vec();
+        crate::dsl::exec::rotate_le_words(&mut le, width, unrotate(*r, width));
+        let child = instantiate_le_bytes(kid, &le, width, cfg)?;
+        return Some(Node::Map {
+            op: MapOp::Rotl(*r),
+            child: Box::new(child),
+        });
     }
     let Shape::Merge(split, kids) = shape else {
         return None;

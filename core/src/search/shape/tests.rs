@@ -186,3 +186,55 @@ fn periodic_leaves_become_repeat() {
     assert_eq!(back, words);
     assert_eq!(period(&unit), None);
 }
+
+#[test]
+fn rotated_byte_planes_from_le_bytes_are_those_from_words() {
+    // The fast levels' float split of bf16 and f32 words: the search's
+    // cut (the sample's bytes at hand), the regions' cut (bytes only) and
+    // the words' cut give the same program, which decodes to the words.
+    let words16: Vec<u64> = (0..6000u64)
+        .map(|i| {
+            ((i % 3 == 0) as u64) << 15 | (120 + i * i % 9) << 7 | ((i * 2_654_435_761) >> 9) & 0x7f
+        })
+        .collect();
+    let words32: Vec<u64> = words16
+        .iter()
+        .map(|&w| w << 16 | ((w * 31) & 0xffff))
+        .collect();
+    for (width, words) in [(16u8, &words16), (32, &words32)] {
+        let k = width as usize / 8;
+        let mut bytes = Vec::new();
+        crate::words::words_to_bytes(words, width, &mut bytes);
+        for kids in [
+            vec![Shape::Hole; k],
+            vec![Shape::Lit(Some(Codec::Rans0)); k],
+        ] {
+            let shape = Shape::Map(
+                MapOp::Rotl(width - 1),
+                Box::new(Shape::Merge(Split::BytePlanes(width), kids)),
+            );
+            let cfg = Instantiate::default();
+            let from_words = instantiate(&shape, words, width, &cfg);
+            let with_bytes = Instantiate {
+                le_bytes: Some(&bytes),
+                ..cfg
+            };
+            assert_eq!(instantiate(&shape, words, width, &with_bytes), from_words);
+            let region = instantiate_le_bytes(&shape, &bytes, width, &cfg).expect("byte leaves");
+            assert_eq!(region, from_words);
+            let back = crate::dsl::exec::execute(&from_words, &crate::dsl::exec::NoRefs).unwrap();
+            assert!(back == *words, "width {width}");
+            // The exponent is a byte of its own: the top plane of the
+            // rotated words holds bits width-2 .. width-9.
+            let Node::Map { child, .. } = &from_words else {
+                panic!("a Map")
+            };
+            let Node::Merge { children, .. } = &**child else {
+                panic!("a Merge")
+            };
+            let top = crate::dsl::exec::execute(&children[0], &crate::dsl::exec::NoRefs).unwrap();
+            let exponents: Vec<u64> = words.iter().map(|w| (w >> (width - 9)) & 0xff).collect();
+            assert!(top == exponents, "width {width}");
+        }
+    }
+}
