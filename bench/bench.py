@@ -1019,7 +1019,8 @@ def cpu_name():
 
 
 def levels_chart(results, path, meta):
-    """One PNG, one subplot per model: ratio against one-thread decode MB/s."""
+    """One PNG, one subplot per model: ratio against one-thread decode MB/s. When the levels
+    (and the peers near them) fill only a sliver of the ratio axis, an inset zooms on them."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -1029,35 +1030,86 @@ def levels_chart(results, path, meta):
         return
     ncol = min(len(ms), 3)
     nrow = -(-len(ms) // ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(5.4 * ncol, 4.4 * nrow + 0.7), squeeze=False)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(5.4 * ncol, 4.4 * nrow + 0.9), squeeze=False)
+
+    def draw(ax, pts, peers):
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", color="C0", ms=4, lw=1.2, label="Brevis levels")
+        for x, y, label, marker, color in peers:
+            ax.scatter([x], [y], marker=marker, color=color, s=55, zorder=3, label=label)
+
+    def label_levels(ax, pts, fs):
+        """Each level's number beside its point, where it overlaps no number placed before
+        (levels often share a ratio and land close together)."""
+        pt = fig.dpi / 72
+        w, h, placed = 0.8 * fs * pt, 1.0 * fs * pt, []
+        for x, y, lv in pts:
+            px, py = ax.transData.transform((x, y))
+            for dx, dy in ((3, 4), (3, -10), (-9, 4), (-9, -10), (3, 13), (3, -19), (-9, 13), (-9, -19)):
+                bx, by = px + dx * pt, py + dy * pt
+                if all(abs(bx - qx) >= w or abs(by - qy) >= h for qx, qy in placed):
+                    break
+            placed.append((bx, by))
+            ax.annotate(str(lv), (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=fs, color="C0")
+
+    to_label = []
+
     for ax, m in zip(axes.flat, ms):
         pts = [(r["mb_per_s"]["brevis_decode_1t"], r["ratio"], r["level"]) for r in m.get("levels", [])
                if r["mb_per_s"].get("brevis_decode_1t")]
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", color="C0", ms=4, lw=1.2, label="Brevis level 1..9")
-            for x, y, lv in pts:
-                ax.annotate(str(lv), (x, y), textcoords="offset points", xytext=(4, 3), fontsize=8, color="C0")
-        for label, key, marker, color in PEERS:
-            a = m["methods"].get(key) or {}
-            if a.get("ratio") is not None and a.get("d_MBps"):
-                ax.scatter([a["d_MBps"]], [a["ratio"]], marker=marker, color=color, s=55, zorder=3, label=label)
+        peers = [(a["d_MBps"], a["ratio"], label, marker, color) for label, key, marker, color in PEERS
+                 for a in [m["methods"].get(key) or {}] if a.get("ratio") is not None and a.get("d_MBps")]
+        ys = [p[1] for p in pts] + [p[1] for p in peers]
+        span = max(ys) - min(ys) if ys else 0
+        zoom = []
+        if pts and span > 0:
+            hi = max(p[1] for p in pts)
+            zoom = [(p[0], p[1]) for p in pts] + [(p[0], p[1]) for p in peers if p[1] <= hi + 0.15 * span]
+            zy = [p[1] for p in zoom]
+            if max(zy) - min(zy) > 0.25 * span:
+                zoom = []  # the main axes show them well enough
+        draw(ax, pts, peers)
+        if not zoom:
+            to_label.append((ax, pts, 8))
         ax.set_title(f"{m['model']} ({m['orig_bytes'] / 1e6:.0f} MB)", fontsize=10)
         ax.set_xlabel("decode MB/s, one thread", fontsize=9)
         ax.set_ylabel("ratio = compressed / original (lower is better)", fontsize=9)
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if zoom:
+            ax.set_ylim(min(ys) - 0.06 * span, max(ys) + 0.06 * span)
+            ins = ax.inset_axes([0.1, 0.24, 0.86, 0.5])
+            draw(ins, pts, [p for p in peers if (p[0], p[1]) in zoom])
+            to_label.append((ins, pts, 7))
+            zx, zy = [p[0] for p in zoom], [p[1] for p in zoom]
+            px, py = 0.08 * (max(zx) - min(zx) or max(zx)), 0.25 * (max(zy) - min(zy)) or 1e-4
+            ins.set_xlim(min(zx) - px, max(zx) + px)
+            ins.set_ylim(min(zy) - py, max(zy) + py)
+            ins.tick_params(labelsize=7)
+            ins.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(nbins=5, steps=[1, 2, 5, 10]))
+            ins.ticklabel_format(axis="y", useOffset=False)
+            ins.grid(alpha=0.3)
+            ax.indicate_inset_zoom(ins, edgecolor="0.5")
     for ax in list(axes.flat)[len(ms):]:
         ax.axis("off")
+    handles = {}
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=9,
+               bbox_to_anchor=(0.5, 0.045), frameon=False)
     cpu = cpu_name()
     lz = meta.get("libzstd")
     lz = ".".join(map(str, lz)) if isinstance(lz, (tuple, list)) else (lz or "?")
-    fig.text(0.01, 0.01,
-             f"Machine: {os.cpu_count()} cores{' (' + cpu + ')' if cpu else ''}; one run per point, in memory, one "
-             f"thread. Brevis: `brevis-hub bench` decode (no output SHA-256). ZipNN {meta.get('zipnn', '?')} "
-             f"threads=1, per tensor, decompress. zstd: python zstandard (libzstd {lz}), "
-             f"whole file, decompress.", fontsize=7, color="0.3", ha="left", va="bottom", wrap=True)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.text(0.01, 0.008,
+             f"Machine: {os.cpu_count()} cores{' (' + cpu + ')' if cpu else ''}; one run per point, in memory, "
+             f"one thread. Brevis: `brevis-hub bench --level N` decode (the decoder alone, no output SHA-256); "
+             f"labels = level.\nZipNN {meta.get('zipnn', '?')} threads=1, per tensor, decompress. zstd -3/-19: "
+             f"python zstandard (libzstd {lz}), whole file, decompress.", fontsize=7, color="0.3",
+             ha="left", va="bottom")
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    for ax, pts, fs in to_label:  # after the layout: placed in display coordinates
+        label_levels(ax, pts, fs)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     log(f"[bench] wrote {path} ({os.path.getsize(path) / 1e3:.0f} KB)")

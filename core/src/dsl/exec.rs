@@ -1,5 +1,7 @@
 //! The interpreter: executes a program to exactly its words.
 
+use std::borrow::Cow;
+
 use super::{MapOp, Node, ScanOp, Split, mask};
 use crate::entropy::Codec;
 use crate::error::DecodeError;
@@ -73,8 +75,18 @@ pub fn execute_into_bytes(
 }
 
 /// A leaf of at most 8 bits decoded as bytes, or `None` if not such a leaf.
-fn leaf_bytes(node: &Node, siblings: &[Vec<u8>]) -> Option<Result<Vec<u8>, DecodeError>> {
+/// A raw byte literal is its own payload, lent without a copy.
+fn leaf_bytes<'a>(
+    node: &'a Node,
+    siblings: &[Cow<'_, [u8]>],
+) -> Option<Result<Cow<'a, [u8]>, DecodeError>> {
     match node {
+        Node::Lit {
+            width: 8,
+            n,
+            codec: Codec::Raw,
+            payload,
+        } if payload.len() as u64 == *n => Some(Ok(Cow::Borrowed(payload))),
         Node::Lit {
             width,
             n,
@@ -83,7 +95,7 @@ fn leaf_bytes(node: &Node, siblings: &[Vec<u8>]) -> Option<Result<Vec<u8>, Decod
         } if *width <= 8 => {
             let sib = match codec.sibling() {
                 Some(sibling) => match siblings.get(sibling as usize) {
-                    Some(s) => Some(s.as_slice()),
+                    Some(s) => Some(s.as_ref()),
                     None => return Some(Err(DecodeError::corrupt("missing conditioning sibling"))),
                 },
                 None => None,
@@ -91,10 +103,12 @@ fn leaf_bytes(node: &Node, siblings: &[Vec<u8>]) -> Option<Result<Vec<u8>, Decod
             let mut v = Vec::with_capacity(*n as usize);
             Some(
                 crate::entropy::decode::<u8>(*codec, payload, *width, *n as usize, sib, &mut v)
-                    .map(|_| v),
+                    .map(|_| Cow::Owned(v)),
             )
         }
-        Node::Const { width, n, word } if *width <= 8 => Some(Ok(vec![*word as u8; *n as usize])),
+        Node::Const { width, n, word } if *width <= 8 => {
+            Some(Ok(Cow::Owned(vec![*word as u8; *n as usize])))
+        }
         _ => None,
     }
 }
@@ -119,7 +133,9 @@ fn fast_bytes(node: &Node, width: u8) -> Option<Result<Vec<u8>, DecodeError>> {
             rotate_le_words(&mut bytes, width, *r as u32 % width as u32);
             Some(Ok(bytes))
         }
-        Node::Lit { .. } | Node::Const { .. } if width == 8 => leaf_bytes(node, &[]),
+        Node::Lit { .. } | Node::Const { .. } if width == 8 => {
+            leaf_bytes(node, &[]).map(|r| r.map(Cow::into_owned))
+        }
         Node::Merge { split, children }
             if matches!(width, 16 | 32)
                 && split.width() == width as u32
@@ -127,7 +143,7 @@ fn fast_bytes(node: &Node, width: u8) -> Option<Result<Vec<u8>, DecodeError>> {
         {
             Some((|| {
                 let n = node.len() as usize;
-                let mut streams: Vec<Vec<u8>> = Vec::with_capacity(children.len());
+                let mut streams: Vec<Cow<'_, [u8]>> = Vec::with_capacity(children.len());
                 for c in children {
                     let s = leaf_bytes(c, &streams).expect("a byte leaf")?;
                     if s.len() != n {
@@ -178,7 +194,7 @@ fn fast_bytes(node: &Node, width: u8) -> Option<Result<Vec<u8>, DecodeError>> {
             if width == 8 && children.iter().all(is_byte_leaf) =>
         {
             Some((|| {
-                let streams: Vec<Vec<u8>> = children
+                let streams: Vec<Cow<'_, [u8]>> = children
                     .iter()
                     .map(|c| leaf_bytes(c, &[]).expect("a byte leaf"))
                     .collect::<Result<_, _>>()?;
@@ -215,7 +231,7 @@ pub(crate) fn rotate_le_words(bytes: &mut [u8], width: u8, r: u32) {
 /// 16- or 32-bit words (`bpw` bytes) from two to five byte streams, each
 /// shifted into place, in one pass (the float splits of f16, bf16 and
 /// f32); `None` for other counts.
-fn merge_words(streams: &[Vec<u8>], shifts: &[u32], bpw: usize) -> Option<Vec<u8>> {
+fn merge_words(streams: &[Cow<'_, [u8]>], shifts: &[u32], bpw: usize) -> Option<Vec<u8>> {
     fn merge<const K: usize, const B: usize>(s: [&[u8]; K], sh: [u32; K]) -> Vec<u8> {
         let n = s[0].len();
         let mut out = vec![0u8; B * n];
@@ -235,7 +251,7 @@ fn merge_words(streams: &[Vec<u8>], shifts: &[u32], bpw: usize) -> Option<Vec<u8
             _ => None,
         }
     }
-    let s: Vec<&[u8]> = streams.iter().map(Vec::as_slice).collect();
+    let s: Vec<&[u8]> = streams.iter().map(|s| s.as_ref()).collect();
     if s.iter().any(|x| x.len() != s[0].len()) || shifts.iter().any(|&x| x >= 32) {
         return None;
     }
@@ -254,9 +270,9 @@ fn merge_words(streams: &[Vec<u8>], shifts: &[u32], bpw: usize) -> Option<Vec<u8
 }
 
 /// Deal `n` words back from the class streams (inverse of `dsl::deal`).
-fn interleave_into<W: Copy + Default>(
+fn interleave_into<W: Copy + Default, S: AsRef<[W]>>(
     classes: &[u8],
-    streams: &[Vec<W>],
+    streams: &[S],
     n: usize,
     out: &mut Vec<W>,
 ) -> Result<(), DecodeError> {
@@ -272,7 +288,7 @@ fn interleave_into<W: Copy + Default>(
     if streams
         .iter()
         .zip(&want)
-        .any(|(s, &w)| (s.len() as u64) < w)
+        .any(|(s, &w)| (s.as_ref().len() as u64) < w)
     {
         return Err(short());
     }
@@ -285,7 +301,7 @@ fn interleave_into<W: Copy + Default>(
         super::copy_runs(
             dst,
             (j * layout.period + off, layout.period),
-            &streams[c],
+            streams[c].as_ref(),
             (j * per + within, per),
             len,
             m,
