@@ -462,8 +462,11 @@ pub fn roundtrip(data: &[u8]) {
         inp.rest().to_vec()
     };
     // Two threads pipeline the writing and hashing of a batch with the
-    // coding of the next.
+    // coding of the next; the level picks the program family (1: floats
+    // as rotated bytes; 9: every context coder), the budget is set after.
+    let level = [6, 1, 3, 9][(mode >> 6) as usize];
     let mut opts = CompressOptions::default()
+        .level(brevis_core::Level::new(level).expect("a level"))
         .threads(1 + ((mode >> 5) & 1) as usize)
         .budget(1 + ((mode >> 2) & 7) as u32);
     if mode & 2 != 0 {
