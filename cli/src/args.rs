@@ -70,8 +70,8 @@ struct Levels {
     /// same. Every level decodes with the same decoder. [default: 6]
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=9), group = "levels")]
     level: Option<u8>,
-    /// Level 1: one program judged per tensor, order-0 coders, zstd -3 on
-    /// bytes.
+    /// Level 1: floats split as bytes (decode fastest), order-0 coders,
+    /// zstd -3 on bytes.
     #[arg(long, group = "levels")]
     fast: bool,
     /// Level 9: the most search and every context coder.

@@ -31,14 +31,14 @@ use crate::entropy::Contexts;
 /// cost, and their decoding the slowest. "As the prior says" weighs a
 /// context coder only where the prior has seen it win (all of them
 /// without a learned prior). "Decoding time weighed" is the price of a
-/// symbol an entropy coder steps through, against the bytes it saves:
-/// at 8x a stream that saves little is left bit-packed or raw, at 0 the
-/// smallest coding wins however slow.
+/// symbol an entropy coder steps through, against the bytes it saves: at
+/// 0 the smallest coding wins however slow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Level(u8);
 
 impl Level {
-    /// Level 1: the fewest programs judged, order-0 coders only.
+    /// Level 1: floats split as bytes, the fewest programs judged, order-0
+    /// coders only.
     pub const FASTEST: Level = Level(1);
     /// Level 6.
     pub const DEFAULT: Level = Level(6);
