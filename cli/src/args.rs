@@ -114,6 +114,11 @@ impl Budget {
         brevis_core::Level::new(n).expect("clap keeps levels in 1..=9")
     }
 
+    /// `--budget`, if given.
+    pub fn given_budget(&self) -> Option<u32> {
+        self.budget
+    }
+
     /// The search budget: `--budget`, else the level's.
     pub fn budget(&self) -> u32 {
         self.budget.unwrap_or_else(|| self.level().budget())

@@ -125,7 +125,7 @@ fn options(a: &MirrorArgs, ui: &Ui) -> MirrorOptions {
     opts.force = a.force;
     opts.threads = a.threads.threads;
     opts.level = a.level.level();
-    opts.budget = Some(a.level.budget());
+    opts.budget = a.level.given_budget();
     opts
 }
 

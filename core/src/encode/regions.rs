@@ -220,9 +220,7 @@ impl<'s> RegionCoder<'_, 's> {
     fn code(&self, si: usize, r: u64) -> Result<CodedRegion<'s>, EncodeError> {
         let cfg = Instantiate {
             zstd_level: self.zstd_level,
-            cap: self.level.contexts(),
-            time: self.level.time(),
-            ..Instantiate::default()
+            ..Instantiate::at(self.level)
         };
         let d = &self.descs[si];
         // The header (and any other bytes) of a tensor file: JSON, which
@@ -256,7 +254,7 @@ impl<'s> RegionCoder<'_, 's> {
             // (with the search's zstd level, which is this one).
             Plan::Shape(_)
                 if rw >= total
-                    && self.zstd_level == self.level.zstd(Instantiate::default().zstd_level)
+                    && self.zstd_level == Instantiate::at(self.level).zstd_level
                     && coded.is_some() =>
             {
                 coded.clone().expect("checked")

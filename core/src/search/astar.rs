@@ -197,8 +197,7 @@ fn expand(
     level: crate::encode::Level,
     frontier: &mut Frontier,
 ) {
-    let mut prods = productions(t, &parent, width, depth, level);
-    prods.retain(|(name, _)| level.production(name));
+    let prods = productions(t, &parent, width, depth, level);
     let names: Vec<&str> = prods.iter().map(|p| p.0).collect();
     // The target's role and size class, worked out once.
     let ctx = HoleContext {

@@ -243,6 +243,7 @@ fn productions(
     if parent.starts_with("Scan[diff]") {
         v.push(("zigzag", Shape::Map(MapOp::Zigzag, hole())));
     }
+    v.retain(|(name, _)| level.production(name));
     v
 }
 
@@ -547,9 +548,7 @@ pub fn synthesize_at(
         overhead: share(m),
         leaves: (!prior.is_uniform() && level.prior_leaves())
             .then_some(Leaves { prior, hole: &hole }),
-        cap: level.contexts(),
-        time: level.time(),
-        zstd_level: level.zstd(Instantiate::default().zstd_level),
+        ..Instantiate::at(level)
     };
     let lit = Shape::Lit(None);
     let node = instantiate(&lit, words, t.width, &cfg);

@@ -6,6 +6,14 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+/// The threads `threads` stands for: itself, or every core for 0.
+pub(super) fn thread_budget(threads: usize) -> usize {
+    match threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
 /// Run `job(item, threads)` on every item with a budget of `threads` (0:
 /// every core): up to that many items at once, largest (by `size`) first,
 /// each given an equal share of the threads (at least one). The results
@@ -23,10 +31,7 @@ where
     R: Send,
     E: Send,
 {
-    let budget = match threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
+    let budget = thread_budget(threads);
     let at_once = budget.min(items.len()).max(1);
     let mut order: Vec<usize> = (0..items.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(size(&items[i])));

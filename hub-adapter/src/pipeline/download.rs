@@ -96,10 +96,7 @@ pub(super) async fn download_and_run<'a>(
     job: impl Fn(&'a str, Arc<dyn ProgressSink>, usize) -> tokio::task::JoinHandle<Result<()>>,
 ) -> Result<()> {
     use futures_util::stream::FuturesUnordered;
-    let budget = match threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
+    let budget = super::at_once::thread_budget(threads);
     let mut downloads = Some(client.download_stream(repo, commit, dl, progress.clone()));
     let mut left = dl.len();
     let mut running = FuturesUnordered::new();

@@ -140,6 +140,18 @@ impl Default for Instantiate<'_> {
 }
 
 impl Instantiate<'_> {
+    /// The settings of compression level `level`: its context coders,
+    /// time weight, and zstd level for generic leaves.
+    pub fn at(level: crate::encode::Level) -> Self {
+        let d = Instantiate::default();
+        Instantiate {
+            zstd_level: level.zstd(d.zstd_level),
+            cap: level.contexts(),
+            time: level.time(),
+            ..d
+        }
+    }
+
     /// The context coders a literal of `width` bits under `parent` weighs.
     fn contexts(&self, parent: &str, width: u8) -> Contexts {
         self.leaves
