@@ -55,7 +55,8 @@ pub use client::{Expect, HubClient, RepoFile, RetryPolicy, UploadFile};
 pub use error::{HubError, Result};
 pub use manifest::{Encoding, FileEntry, Manifest};
 pub use pipeline::{
-    MirrorOptions, MirrorReport, PullOptions, PullReport, VerifyEntry, VerifyReport, mirror, pull,
+    MirrorOptions, MirrorPlan, MirrorReport, PlanStatus, PullOptions, PullReport, VerifyEntry,
+    VerifyReport, WorkerReport, commit_plan, make_plan, mirror, plan_status, pull, run_worker,
     verify_local, verify_mirror, verify_mirror_against,
 };
 pub use server::{RunningServer, ServerOptions};

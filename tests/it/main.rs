@@ -6,6 +6,7 @@ mod gguf;
 mod hub;
 mod real_hub;
 mod regression;
+mod scale;
 mod security;
 mod strict;
 mod wire;

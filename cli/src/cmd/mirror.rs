@@ -18,11 +18,42 @@ use crate::progress::Ui;
 /// Download a Hub model repo, compress it, and upload a compressed mirror.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  brevis-hub mirror org/model                       # uploads <you>/model-brevis (you: the token's user)\n  brevis-hub mirror org/model --to org/model-brevis --public\n  brevis-hub mirror org/model --to me/model-small --revision main --private\n  brevis-hub mirror org/model --endpoint https://hub-a --token A --to-endpoint https://hub-b --to-token B\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub mirror org/model --dry-run\n  brevis-hub mirror org/model --work-dir /tmp/brevis-work --keep-work   # not under $HF_HOME\n\nThe destination is named before any work and checked writable (created if\nmissing, with the namespace's default visibility unless --private/--public)\nbefore anything is downloaded."
+    after_help = "Examples:\n  brevis-hub mirror org/model                       # uploads <you>/model-brevis (you: the token's user)\n  brevis-hub mirror org/model --to org/model-brevis --public\n  brevis-hub mirror org/model --to me/model-small --revision main --private\n  brevis-hub mirror org/model --endpoint https://hub-a --token A --to-endpoint https://hub-b --to-token B\n  HF_ENDPOINT=http://127.0.0.1:8080 brevis-hub mirror org/model --dry-run\n  brevis-hub mirror org/model --work-dir /tmp/brevis-work --keep-work   # not under $HF_HOME\n\nAt scale (many repos, many machines; examples/ holds Kubernetes, Slurm and\nGitHub Actions jobs):\n  brevis-hub mirror --plan plan.json org/a org/b       # or --sources repos.txt\n  brevis-hub mirror --plan plan.json --worker 3/8      # on each machine, K = 0..7\n  brevis-hub mirror --plan plan.json --status\n  brevis-hub mirror --plan plan.json --commit\n\nThe destination is named before any work and checked writable (created if\nmissing, with the namespace's default visibility unless --private/--public)\nbefore anything is downloaded."
 )]
 pub struct MirrorArgs {
-    /// Source repo, `org/model`.
-    pub src: String,
+    /// Source repo, `org/model` (with --plan: the repos to plan, any
+    /// number).
+    #[arg(value_name = "SRC")]
+    pub src: Vec<String>,
+    /// Mirror at scale with a plan file. With SRC... (or --sources): write
+    /// the plan of mirroring them (every repo resolved at a commit, its
+    /// prior learned and put on the mirror's `brevis-work` branch, its
+    /// compressed files cut into units). With --worker, --commit or
+    /// --status: run that step of it.
+    #[arg(long, value_name = "PLAN.json")]
+    pub plan: Option<PathBuf>,
+    /// A file listing the source repos to plan, one per line (`#` starts a
+    /// comment).
+    #[arg(long, value_name = "FILE", requires = "plan")]
+    pub sources: Option<PathBuf>,
+    /// Run worker K of N (K from 0) of the plan: compress, prove and send
+    /// its share of the units. `auto` reads K from JOB_COMPLETION_INDEX
+    /// (Kubernetes Indexed Job) or SLURM_ARRAY_TASK_ID, and N from
+    /// BREVIS_WORKERS or SLURM_ARRAY_TASK_COUNT.
+    #[arg(long, value_name = "K/N|auto", requires = "plan", conflicts_with_all = ["commit", "status"])]
+    pub worker: Option<String>,
+    /// Commit each planned mirror from its units' results (every unit must
+    /// be done).
+    #[arg(long, requires = "plan", conflicts_with = "status")]
+    pub commit: bool,
+    /// Show the plan's units done, in flight and missing, from what the
+    /// destination Hub holds.
+    #[arg(long, requires = "plan")]
+    pub status: bool,
+    /// Planning: compressed files smaller than this are grouped into units
+    /// of about this many bytes; larger ones are a unit each.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 20, requires = "plan")]
+    pub unit_bytes: u64,
     /// Destination repo (default `<user or org>/<model>-brevis`).
     #[arg(long)]
     pub to: Option<String>,
@@ -73,6 +104,16 @@ pub struct MirrorArgs {
 }
 
 pub fn run(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
+    if a.plan.is_some() {
+        return super::mirror_plan::run(a, ui);
+    }
+    let [one] = a.src.as_slice() else {
+        anyhow::bail!(
+            "mirror takes one source repo (got {}); to mirror several, plan them: \
+             brevis-hub mirror --plan PLAN.json SRC...",
+            a.src.len()
+        );
+    };
     let src = a.hub.client(ui)?;
     let dst = a.hub.client_for(
         a.to_endpoint.as_deref(),
@@ -84,7 +125,7 @@ pub fn run(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
     let started = std::time::Instant::now();
     let rep = runtime()?
         .block_on(brevis_hub::mirror(&src, &dst, &opts))
-        .with_context(|| format!("mirroring {}", a.src))?;
+        .with_context(|| format!("mirroring {one}"))?;
     let secs = started.elapsed().as_secs_f64();
     if a.json.json {
         let mut v = serde_json::to_value(&rep)?;
@@ -106,8 +147,9 @@ pub fn run(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
 }
 
 /// The pipeline's options from the command line.
-fn options(a: &MirrorArgs, ui: &Ui) -> MirrorOptions {
-    let mut opts = MirrorOptions::new(a.src.clone(), a.work.path())
+pub(super) fn options(a: &MirrorArgs, ui: &Ui) -> MirrorOptions {
+    let src = a.src.first().cloned().unwrap_or_default();
+    let mut opts = MirrorOptions::new(src, a.work.path())
         .revision(a.revision.clone())
         .progress(Arc::new(ui.sink()))
         .notes(notes(ui));
@@ -126,6 +168,7 @@ fn options(a: &MirrorArgs, ui: &Ui) -> MirrorOptions {
     opts.threads = a.threads.threads;
     opts.level = a.level.level();
     opts.budget = a.level.given_budget();
+    opts.unit_bytes = a.unit_bytes;
     opts
 }
 
@@ -156,7 +199,7 @@ fn print_plan(rep: &MirrorReport) -> Result<()> {
 }
 
 /// What a mirror run did, in `secs` seconds.
-fn print_done(rep: &MirrorReport, secs: f64) -> Result<()> {
+pub(super) fn print_done(rep: &MirrorReport, secs: f64) -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(
         out,

@@ -6,6 +6,7 @@ pub mod compress;
 pub mod decompress;
 pub mod inspect;
 pub mod mirror;
+mod mirror_plan;
 pub mod prior;
 pub mod pull;
 pub mod serve;

@@ -62,9 +62,43 @@ impl Sidecars {
     /// describes nothing (its files are then coded as plain bytes).
     pub fn find<P: AsRef<Path>>(files: &[P]) -> Sidecars {
         let given: Vec<&Path> = files.iter().map(AsRef::as_ref).collect();
+        let all: Vec<usize> = (0..given.len()).collect();
+        Self::find_by(&given, &all, None)
+    }
+
+    /// [`Sidecars::find`] that reads only `describers` (which must exist)
+    /// as describing files, and matches the names they give against
+    /// `files`, each with its size (a file of `files` need not exist yet).
+    /// A plan's worker holding some of a repo's files describes each of
+    /// them exactly as a run holding all of them, given the same
+    /// describers and the same list of files.
+    pub fn find_with<P: AsRef<Path>>(describers: &[P], files: &[(P, u64)]) -> Sidecars {
+        let mut given: Vec<&Path> = files.iter().map(|(p, _)| p.as_ref()).collect();
+        let mut sizes: Vec<Option<u64>> = files.iter().map(|(_, n)| Some(*n)).collect();
+        let mut which = Vec::with_capacity(describers.len());
+        for d in describers {
+            let d = d.as_ref();
+            match given.iter().position(|g| *g == d) {
+                Some(i) => which.push(i),
+                None => {
+                    which.push(given.len());
+                    given.push(d);
+                    sizes.push(None);
+                }
+            }
+        }
+        Self::find_by(&given, &which, Some(&sizes))
+    }
+
+    /// The described files among `given`, reading `given[i]` for each `i`
+    /// of `describers`, in that order; a file's size from `sizes` where
+    /// given, else from the file.
+    fn find_by(given: &[&Path], describers: &[usize], sizes: Option<&[Option<u64>]>) -> Sidecars {
         // Each file by its canonical folder and its own name, to match
         // names against (a symlink is not followed: a Hugging Face cache's
-        // snapshot links each file to a blob named by its hash).
+        // snapshot links each file to a blob named by its hash). A file
+        // whose folder does not exist yet (a worker's file not fetched)
+        // keeps its path as given.
         let canon: Vec<Option<PathBuf>> = given
             .iter()
             .map(|p| {
@@ -72,7 +106,8 @@ impl Sidecars {
                     Some(d) if !d.as_os_str().is_empty() => d,
                     _ => Path::new("."),
                 };
-                Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
+                let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+                Some(dir.join(p.file_name()?))
             })
             .collect();
         let index: HashMap<&Path, usize> = canon
@@ -81,13 +116,17 @@ impl Sidecars {
             .filter_map(|(i, c)| Some((c.as_deref()?, i)))
             .collect();
         let mut of: HashMap<PathBuf, Arc<Sidecar>> = HashMap::new();
-        for (i, path) in given.iter().enumerate() {
+        for &i in describers {
+            let path = &given[i];
             let Some(dir) = canon[i].as_deref().and_then(Path::parent) else {
                 continue;
             };
             let find = |name: &str| {
                 let j = *index.get(join(dir, name)?.as_path())?;
-                let len = std::fs::metadata(given[j]).ok()?.len();
+                let len = match sizes.and_then(|s| s[j]) {
+                    Some(n) => n,
+                    None => std::fs::metadata(given[j]).ok()?.len(),
+                };
                 (j != i).then_some((j, len))
             };
             for (j, sidecar) in describe(path, &find) {

@@ -246,6 +246,31 @@ impl HubClient {
         Ok(())
     }
 
+    /// Create branch `branch` of `repo` at `from`'s head
+    /// (`POST /api/models/{repo}/branch/{branch}`); one that exists already
+    /// is left as it is.
+    pub async fn ensure_branch(&self, repo: &str, branch: &str, from: &str) -> Result<()> {
+        check_repo_id(repo)?;
+        crate::paths::check_revision(branch)?;
+        let url = format!(
+            "{}/api/models/{}/branch/{}",
+            self.endpoint,
+            repo,
+            crate::paths::encode(branch, false)
+        );
+        let body = json!({"startingPoint": from});
+        let resp = self
+            .send(repo, "create branch", || {
+                Ok(self.request(Method::POST, &url).json(&body))
+            })
+            .await?;
+        if resp.status() == StatusCode::CONFLICT {
+            return Ok(());
+        }
+        check(resp, repo, None, Some(branch), "create branch", self).await?;
+        Ok(())
+    }
+
     /// Make sure `repo` exists (created with `private`, see
     /// [`HubClient::create_repo`]) and that this client may write to it,
     /// without changing it: a preupload of no files needs write access. A

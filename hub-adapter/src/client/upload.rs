@@ -541,15 +541,34 @@ impl HubClient {
         deleted: &[String],
         progress: Arc<dyn ProgressSink>,
     ) -> Result<UploadStats> {
+        self.upload_files_with(repo, revision, summary, &[], files, deleted, progress)
+            .await
+    }
+
+    /// [`HubClient::upload_files`], with `objects` first: LFS files whose
+    /// objects the repo holds already (another machine sent them), put in
+    /// the commits by their SHA-256 and size alone (their `local` is never
+    /// read). An object the repo lacks fails the commit.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn upload_files_with(
+        &self,
+        repo: &str,
+        revision: &str,
+        summary: &str,
+        objects: &[UploadFile],
+        files: &[UploadFile],
+        deleted: &[String],
+        progress: Arc<dyn ProgressSink>,
+    ) -> Result<UploadStats> {
         check_repo_id(repo)?;
         check_revision(revision)?;
-        for f in files {
+        for f in objects.iter().chain(files) {
             check_repo_path(&f.path_in_repo)?;
         }
         let modes = self.preupload(repo, revision, files).await?;
         let mut lfs = Vec::new();
         // Each change in order: (is LFS, file).
-        let mut changes: Vec<(bool, &UploadFile)> = Vec::new();
+        let mut changes: Vec<(bool, &UploadFile)> = objects.iter().map(|f| (true, f)).collect();
         for (f, (is_lfs, remote)) in files.iter().zip(modes) {
             if is_lfs && f.hashes.size > 0 {
                 lfs.push(f);

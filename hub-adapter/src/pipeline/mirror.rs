@@ -17,7 +17,7 @@ use crate::paths::{check_globs, check_repo_id, check_revision, selected};
 use super::archive::{Coding, store};
 use super::download::{fetch_manifest, run_size};
 use super::options::MirrorOptions;
-use super::plan::{check_plan, is_weight, plan_names};
+use super::plan::{check_plan, is_describer, is_weight, learning_set, plan_names};
 use super::report::{MirrorReport, model_card};
 use super::work::lock_work;
 use super::{blocking, codec_err_d, codec_err_e, nothing_selected, safe_name};
@@ -64,15 +64,13 @@ pub async fn mirror(
         dst.endpoint()
     ));
     dst.ensure_writable(&plan.dest, opts.private).await?;
-    let (checked, downloaded) = download_sources(src, opts, &plan, &work).await?;
+    let all: Vec<usize> = (0..plan.files.len()).collect();
+    let (checked, downloaded) = download_sources(src, opts, &plan, &work, &all).await?;
     report.downloaded_bytes = downloaded;
-    let hashes = source_hashes(opts, &plan, &work, checked).await?;
+    let hashes = source_hashes(opts, &plan, &work, &all, checked).await?;
     std::fs::create_dir_all(&work.out).map_err(|e| HubError::io(&work.out, e))?;
-    // Files whose tensors another file of the repo describes (TF.js
-    // shards beside their model.json, an ONNX model's external data).
-    let locals: Vec<PathBuf> = plan.files.iter().map(|f| work.src.join(&f.path)).collect();
-    let sidecars = blocking(move || Ok(brevis_core::Sidecars::find(&locals))).await?;
-    let prior = prior(opts, &plan, &work, &sidecars).await?;
+    let sidecars = sidecars(&plan.files, &work.src).await?;
+    let prior = prior(opts, &plan.files, &work.src, &sidecars).await?;
     let coding = Coding {
         prior: prior.prior.clone(),
         sidecars,
@@ -80,10 +78,10 @@ pub async fn mirror(
     let built = compress_and_prove(dst, opts, &plan, &work, &hashes, &coding).await?;
     report.files = built.files;
     let mut uploads = built.uploads;
-    let (own, mirror_bytes) = own_files(src, opts, &plan, &report.files, &prior, &work)?;
+    let (own, mirror_bytes) = own_files(src, opts, &plan, &report.files, &prior.json, &work)?;
     uploads.extend(own);
     report.mirror_bytes = mirror_bytes;
-    upload(dst, opts, &plan, &uploads, &built.sent, &mut report).await?;
+    upload(dst, opts, &plan, &[], &uploads, &built.sent, &mut report).await?;
     if !opts.keep_work {
         work.remove();
     }
@@ -92,21 +90,21 @@ pub async fn mirror(
 
 /// A mirror run's plan: the source at its commit, the files selected, where
 /// each goes in the mirror, and the destination repo.
-struct Plan {
-    commit: String,
-    files: Vec<RepoFile>,
-    names: Vec<(String, Encoding)>,
-    dest: String,
+pub(super) struct Plan {
+    pub(super) commit: String,
+    pub(super) files: Vec<RepoFile>,
+    pub(super) names: Vec<(String, Encoding)>,
+    pub(super) dest: String,
 }
 
 impl Plan {
     /// The commit as status lines name it.
-    fn short(&self) -> &str {
+    pub(super) fn short(&self) -> &str {
         &self.commit[..12]
     }
 
     /// The report of a run that has done nothing yet.
-    fn report(&self, opts: &MirrorOptions) -> MirrorReport {
+    pub(super) fn report(&self, opts: &MirrorOptions) -> MirrorReport {
         MirrorReport {
             source_repo: opts.src.clone(),
             source_commit: self.commit.clone(),
@@ -152,7 +150,7 @@ pub(super) struct Work {
 }
 
 impl Work {
-    fn new(dir: PathBuf) -> Result<Work> {
+    pub(super) fn new(dir: PathBuf) -> Result<Work> {
         std::fs::create_dir_all(&dir).map_err(|e| HubError::io(&dir, e))?;
         Ok(Work {
             src: dir.join("src"),
@@ -161,14 +159,14 @@ impl Work {
         })
     }
 
-    fn remove(&self) {
+    pub(super) fn remove(&self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
 /// Read the source at `opts.revision`, select its files, name the
 /// destination and place every file in the mirror.
-async fn plan(src: &HubClient, dst: &HubClient, opts: &MirrorOptions) -> Result<Plan> {
+pub(super) async fn plan(src: &HubClient, dst: &HubClient, opts: &MirrorOptions) -> Result<Plan> {
     check_repo_id(&opts.src)?;
     check_revision(&opts.revision)?;
     check_globs(&opts.include, &opts.exclude)?;
@@ -212,15 +210,15 @@ async fn destination(dst: &HubClient, opts: &MirrorOptions) -> Result<String> {
 }
 
 /// A destination that already is this mirror.
-struct Current {
-    files: Vec<FileEntry>,
-    mirror_bytes: u64,
+pub(super) struct Current {
+    pub(super) files: Vec<FileEntry>,
+    pub(super) mirror_bytes: u64,
 }
 
 /// Whether the destination already is this mirror (`Some`), may be written
 /// (`None`), or must not be replaced without `--force` (an error, and the
 /// work folder is removed).
-async fn check_destination(
+pub(super) async fn check_destination(
     dst: &HubClient,
     opts: &MirrorOptions,
     plan: &Plan,
@@ -334,18 +332,19 @@ async fn refuse_non_mirror(dst: &HubClient, dest: &str, sha: &str, work: &Path) 
     })
 }
 
-/// Download what is not already complete in the work folder: the hashes
-/// each source file was checked with against the Hub (by path), and the
-/// bytes downloaded.
-async fn download_sources(
+/// Download the files `which` (indices into the plan's files) that are not
+/// already complete in the work folder: the hashes each was checked with
+/// against the Hub (by path), and the bytes downloaded.
+pub(super) async fn download_sources(
     src: &HubClient,
     opts: &MirrorOptions,
     plan: &Plan,
     work: &Work,
+    which: &[usize],
 ) -> Result<(HashMap<String, FileHashes>, u64)> {
     let mut todo = Vec::new();
     let mut checked: HashMap<String, FileHashes> = HashMap::new();
-    for f in &plan.files {
+    for f in which.iter().map(|&i| &plan.files[i]) {
         let local = work.src.join(&f.path);
         let expect = Expect::of(f);
         match kept_source(opts, plan, f, &local, &expect).await? {
@@ -423,17 +422,19 @@ async fn kept_source(
     Ok(None)
 }
 
-/// Hashes of every source file (LFS sha256 from the Hub for LFS files):
-/// those the download or the kept-file check took (`checked`), else the
-/// file's. (What is compressed is proven against these, by decoding.)
-async fn source_hashes(
+/// Hashes of the source files `which` (LFS sha256 from the Hub for LFS
+/// files), in that order: those the download or the kept-file check took
+/// (`checked`), else the file's. (What is compressed is proven against
+/// these, by decoding.)
+pub(super) async fn source_hashes(
     opts: &MirrorOptions,
     plan: &Plan,
     work: &Work,
+    which: &[usize],
     mut checked: HashMap<String, FileHashes>,
 ) -> Result<Vec<FileHashes>> {
     let mut out = Vec::new();
-    for f in &plan.files {
+    for f in which.iter().map(|&i| &plan.files[i]) {
         let h = match checked.remove(&f.path) {
             Some(h) => h,
             None => {
@@ -465,27 +466,54 @@ async fn source_hashes(
     Ok(out)
 }
 
-/// The prior the shards are compressed with: its JSON as uploaded, and
-/// the prior itself (none when there is no shard and none was given).
-struct PriorText {
-    json: Option<String>,
-    prior: Option<Arc<brevis_core::Prior>>,
+/// The files of `files` (held under `dir`) whose tensors another of them
+/// describes (TF.js shards beside their model.json, an ONNX model's
+/// external data). Only the describing files need be there (see
+/// `is_describer`): the rest are known by their sizes.
+pub(super) async fn sidecars(files: &[RepoFile], dir: &Path) -> Result<brevis_core::Sidecars> {
+    let describers: Vec<PathBuf> = files
+        .iter()
+        .filter(|f| is_describer(f))
+        .map(|f| dir.join(&f.path))
+        .collect();
+    let all: Vec<(PathBuf, u64)> = files.iter().map(|f| (dir.join(&f.path), f.size)).collect();
+    blocking(move || Ok(brevis_core::Sidecars::find_with(&describers, &all))).await
 }
 
-/// `opts.prior`, else one learned from the source's shards.
-async fn prior(
+/// The prior the shards are compressed with: its JSON as uploaded, and
+/// the prior itself (none when there is no shard and none was given).
+pub(super) struct PriorText {
+    pub(super) json: Option<String>,
+    pub(super) prior: Option<Arc<brevis_core::Prior>>,
+}
+
+impl PriorText {
+    /// The prior of this JSON text (none: no prior).
+    pub(super) fn parse(json: Option<String>) -> Result<PriorText> {
+        let prior = match &json {
+            Some(t) => Some(Arc::new(
+                brevis_core::Prior::from_json(t).map_err(|e| codec_err_d(PRIOR_NAME, e))?,
+            )),
+            None => None,
+        };
+        Ok(PriorText { json, prior })
+    }
+}
+
+/// `opts.prior`, else one learned from the source's shards among the
+/// files of its `learning_set` (held under `dir`).
+pub(super) async fn prior(
     opts: &MirrorOptions,
-    plan: &Plan,
-    work: &Work,
+    files: &[RepoFile],
+    dir: &Path,
     sidecars: &brevis_core::Sidecars,
 ) -> Result<PriorText> {
     // Every weight file whose bytes a format reader knows, whatever its
     // container, or whose tensors another file describes: one prior for
     // all of the repo's tensors.
-    let shards: Vec<PathBuf> = plan
-        .files
-        .iter()
-        .map(|f| (is_weight(&f.path), work.src.join(&f.path)))
+    let shards: Vec<PathBuf> = learning_set(files)
+        .into_iter()
+        .map(|i| (is_weight(&files[i].path), dir.join(&files[i].path)))
         .filter(|(weight, p)| sidecars.get(p).is_some() || (*weight && sidecars.has_tensors(p)))
         .map(|(_, p)| p)
         .collect();
@@ -506,13 +534,7 @@ async fn prior(
     } else {
         None
     };
-    let prior = match &json {
-        Some(t) => Some(Arc::new(
-            brevis_core::Prior::from_json(t).map_err(|e| codec_err_d(PRIOR_NAME, e))?,
-        )),
-        None => None,
-    };
-    Ok(PriorText { json, prior })
+    PriorText::parse(json)
 }
 
 /// What [`compress_and_prove`] made: the manifest entries, the files to
@@ -590,12 +612,12 @@ async fn compress_and_prove(
 /// The mirror's own files (manifest, prior, model card), written into the
 /// work folder, as uploads; and the mirror's size (stored files, manifest
 /// and prior).
-fn own_files(
+pub(super) fn own_files(
     src: &HubClient,
     opts: &MirrorOptions,
     plan: &Plan,
     files: &[FileEntry],
-    prior: &PriorText,
+    prior: &Option<String>,
     work: &Work,
 ) -> Result<(Vec<UploadFile>, u64)> {
     let manifest = Manifest {
@@ -611,7 +633,7 @@ fn own_files(
     };
     let mut extra: Vec<(String, Vec<u8>)> =
         vec![(MANIFEST_NAME.into(), manifest.to_json().into_bytes())];
-    if let Some(p) = &prior.json {
+    if let Some(p) = prior {
         extra.push((PRIOR_NAME.into(), p.clone().into_bytes()));
     }
     let mirror_bytes =
@@ -635,11 +657,14 @@ fn own_files(
 
 /// Upload what differs from the destination's `main` (and delete what the
 /// mirror no longer holds) in one commit, and count it in `report` with
-/// what was `sent` early.
-async fn upload(
+/// what was `sent` early. `objects` are files whose LFS objects the
+/// destination holds already (a plan's workers sent them), committed by
+/// their SHA-256 before `uploads`.
+pub(super) async fn upload(
     dst: &HubClient,
     opts: &MirrorOptions,
     plan: &Plan,
+    objects: &[UploadFile],
     uploads: &[UploadFile],
     sent: &Sent,
     report: &mut MirrorReport,
@@ -647,14 +672,15 @@ async fn upload(
     let dest = &plan.dest;
     let tree = dst.list_files(dest, "main").await?;
     let remote: HashMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
-    let planned: std::collections::HashSet<&str> =
-        uploads.iter().map(|u| u.path_in_repo.as_str()).collect();
+    let planned: std::collections::HashSet<&str> = (objects.iter().chain(uploads))
+        .map(|u| u.path_in_repo.as_str())
+        .collect();
     let deleted: Vec<String> = tree
         .iter()
         .filter(|f| !planned.contains(f.path.as_str()) && f.path != ".gitattributes")
         .map(|f| f.path.clone())
         .collect();
-    let unchanged = uploads.iter().all(|u| {
+    let unchanged = objects.iter().chain(uploads).all(|u| {
         remote
             .get(u.path_in_repo.as_str())
             .is_some_and(|r| same_content(r, &u.hashes))
@@ -671,10 +697,11 @@ async fn upload(
     (opts.notes)(&format!("uploading to {dest}"));
     let summary = format!("Brevis mirror of {}@{}", opts.src, plan.short());
     let st = dst
-        .upload_files(
+        .upload_files_with(
             dest,
             "main",
             &summary,
+            objects,
             uploads,
             &deleted,
             opts.progress.clone(),
@@ -695,7 +722,7 @@ async fn upload(
 
 /// What `mirror` sent while it compressed.
 #[derive(Default)]
-struct Sent {
+pub(super) struct Sent {
     bytes: u64,
     objects: usize,
     /// SHA-256 of each object sent.

@@ -15,6 +15,7 @@ mod plan;
 mod pull;
 mod report;
 mod restore;
+mod scale;
 mod source_check;
 mod verify;
 mod work;
@@ -24,6 +25,10 @@ pub use mirror::mirror;
 pub use options::{MirrorOptions, Notes, PullOptions};
 pub use pull::pull;
 pub use report::{MirrorReport, PullReport, VerifyEntry, VerifyReport, human};
+pub use scale::{
+    MirrorPlan, PLAN_VERSION, PlanStatus, PlannedFile, PlannedRepo, Unit, UnitState, UnitStatus,
+    WORK_BRANCH, WorkerReport, commit_plan, make_plan, plan_status, run_worker,
+};
 pub use verify::{verify_local, verify_mirror, verify_mirror_against};
 
 fn safe_name(repo: &str) -> String {

@@ -49,6 +49,9 @@ pub struct MirrorOptions {
     pub level: brevis_core::Level,
     /// Codec search budget (None = the level's).
     pub budget: Option<u32>,
+    /// A plan's work units: compressed files smaller than this are grouped
+    /// up to about this many bytes, larger ones are a unit each.
+    pub unit_bytes: u64,
     /// Progress events.
     pub progress: Arc<dyn ProgressSink>,
     /// Status lines.
@@ -73,6 +76,7 @@ impl MirrorOptions {
             threads: 0,
             level: brevis_core::Level::DEFAULT,
             budget: None,
+            unit_bytes: 64 << 20,
             progress: Arc::new(NoProgress),
             notes: quiet_notes(),
         }

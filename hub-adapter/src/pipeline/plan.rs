@@ -45,8 +45,67 @@ pub(super) fn is_weight(p: &str) -> bool {
 /// Whether the source file `f` is compressed: every weight file, and any
 /// other large file (kept as an archive only when smaller, see
 /// `archive::store`).
-fn archived(f: &RepoFile) -> bool {
+pub(super) fn archived(f: &RepoFile) -> bool {
     is_weight(&f.path) || f.size >= ARCHIVE_MIN_BYTES
+}
+
+/// Largest file read as a describing file (a TF.js `model.json`, an ONNX
+/// model naming external data): the TF.js reader's own bound on a
+/// manifest. A larger file describes nothing, whoever runs the mirror.
+pub(super) const DESCRIBER_MAX_BYTES: u64 = 16 << 20;
+
+/// Whether `f` is read as a possible describing file: a `.json` or
+/// `.onnx` file of at most [`DESCRIBER_MAX_BYTES`]. The same rule for a
+/// one-machine mirror and every worker of a plan, which each fetch these.
+pub(super) fn is_describer(f: &RepoFile) -> bool {
+    let name = f.path.to_ascii_lowercase();
+    (name.ends_with(".json") || name.ends_with(".onnx")) && f.size <= DESCRIBER_MAX_BYTES
+}
+
+/// Bytes of compressed files a prior is learned from: all of a repo's
+/// when they hold no more, else a spread sample of its files up to about
+/// this much (the prior samples about 200 tensors; a few shards of a
+/// 700 GB repo show them as well as all 163).
+pub(super) const PRIOR_SAMPLE_BYTES: u64 = 2 << 30;
+
+/// The files (indices into `files`) a prior is learned from: every
+/// compressed file when together they hold at most
+/// [`PRIOR_SAMPLE_BYTES`], else files spread over the repo by path (half,
+/// then quarters, ...) until they hold that much. One rule for a
+/// one-machine mirror and a plan, so both learn the same prior.
+pub(super) fn learning_set(files: &[RepoFile]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..files.len()).filter(|&i| archived(&files[i])).collect();
+    idx.sort_by(|&a, &b| files[a].path.cmp(&files[b].path));
+    let total: u64 = idx.iter().map(|&i| files[i].size).sum();
+    if total <= PRIOR_SAMPLE_BYTES {
+        return idx;
+    }
+    let mut picked = Vec::new();
+    let mut bytes = 0u64;
+    for i in spread(&idx) {
+        if bytes >= PRIOR_SAMPLE_BYTES {
+            break;
+        }
+        bytes += files[i].size;
+        picked.push(i);
+    }
+    picked.sort_by(|&a, &b| files[a].path.cmp(&files[b].path));
+    picked
+}
+
+/// `v` in van der Corput order (0, n/2, n/4, 3n/4, ...): every prefix
+/// spread over all of it.
+fn spread(v: &[usize]) -> Vec<usize> {
+    let n = v.len();
+    if n < 2 {
+        return v.to_vec();
+    }
+    let bits = usize::BITS - (n - 1).leading_zeros();
+    (0..1usize << bits)
+        .map(|i| i.reverse_bits() >> (usize::BITS - bits))
+        .filter(|&i| i < n)
+        .map(|i| v[i])
+        .collect()
 }
 
 /// Mirror names a mirror uses for its own files.
@@ -169,5 +228,39 @@ mod tests {
         );
         assert!(check_plan("o/r", &files, &names).is_ok());
         assert!(is_weight("a/B.GGUF") && !is_weight("gguf") && !is_weight("x.json"));
+    }
+
+    #[test]
+    fn a_prior_learns_from_all_files_or_a_spread_sample_of_them() {
+        let small: Vec<RepoFile> = (0..5)
+            .map(|i| file(&format!("m-{i}.safetensors"), 1 << 20))
+            .chain([file("config.json", 100)])
+            .collect();
+        assert_eq!(learning_set(&small), [0, 1, 2, 3, 4]);
+        // 163 shards of 4.3 GB: a few, spread from first to last.
+        let big: Vec<RepoFile> = (0..163)
+            .rev()
+            .map(|i| file(&format!("m-{i:05}.safetensors"), 4_300_000_000))
+            .collect();
+        let got = learning_set(&big);
+        let names: Vec<&str> = got.iter().map(|&i| big[i].path.as_str()).collect();
+        assert_eq!(names, ["m-00000.safetensors"]);
+        let mid: Vec<RepoFile> = (0..10)
+            .map(|i| file(&format!("m-{i}.safetensors"), 600 << 20))
+            .collect();
+        let got = learning_set(&mid);
+        let names: Vec<&str> = got.iter().map(|&i| mid[i].path.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "m-0.safetensors",
+                "m-2.safetensors",
+                "m-4.safetensors",
+                "m-8.safetensors"
+            ]
+        );
+        assert!(is_describer(&file("model.json", 10)) && is_describer(&file("a/m.ONNX", 10)));
+        assert!(!is_describer(&file("model.json", DESCRIBER_MAX_BYTES + 1)));
+        assert!(!is_describer(&file("group1-shard1of2.bin", 10)));
     }
 }
