@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use brevis_hub::pipeline::human;
-use brevis_hub::{MirrorOptions, MirrorReport};
+use brevis_hub::{HubClient, MirrorOptions, MirrorReport};
 use clap::Args;
 
 use crate::Outcome;
@@ -114,13 +114,7 @@ pub fn run(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
             a.src.len()
         );
     };
-    let src = a.hub.client(ui)?;
-    let dst = a.hub.client_for(
-        a.to_endpoint.as_deref(),
-        a.to_token.as_deref(),
-        ("--to-token / BREVIS_TO_TOKEN", "the destination"),
-        ui,
-    )?;
+    let (src, dst) = clients(&a, ui)?;
     let opts = options(&a, ui);
     let started = std::time::Instant::now();
     let rep = runtime()?
@@ -144,6 +138,19 @@ pub fn run(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
         print_done(&rep, secs)?;
     }
     Ok(Outcome::Ok)
+}
+
+/// The source's client and the destination's (`--to-endpoint`,
+/// `--to-token`).
+pub(super) fn clients(a: &MirrorArgs, ui: &Ui) -> Result<(HubClient, HubClient)> {
+    let src = a.hub.client(ui)?;
+    let dst = a.hub.client_for(
+        a.to_endpoint.as_deref(),
+        a.to_token.as_deref(),
+        ("--to-token / BREVIS_TO_TOKEN", "the destination"),
+        ui,
+    )?;
+    Ok((src, dst))
 }
 
 /// The pipeline's options from the command line.

@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use brevis_hub::pipeline::{UnitState, human};
 use brevis_hub::{MirrorPlan, commit_plan, make_plan, plan_status, run_worker};
 
-use super::mirror::{MirrorArgs, options, print_done};
+use super::mirror::{MirrorArgs, clients, options, print_done};
 use crate::Outcome;
 use crate::hub_args::{print_json, runtime};
 use crate::progress::Ui;
@@ -20,13 +20,7 @@ pub(super) fn run(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
     let Some(plan_path) = a.plan.clone() else {
         bail!("no --plan");
     };
-    let src = a.hub.client(ui)?;
-    let dst = a.hub.client_for(
-        a.to_endpoint.as_deref(),
-        a.to_token.as_deref(),
-        ("--to-token / BREVIS_TO_TOKEN", "the destination"),
-        ui,
-    )?;
+    let (src, dst) = clients(&a, ui)?;
     let opts = options(&a, ui);
     let step = a.worker.is_some() || a.commit || a.status;
     if step && (!a.src.is_empty() || a.sources.is_some()) {

@@ -298,6 +298,33 @@ mod tests {
         assert_eq!(s.get(&p("s1.bin")).unwrap().tensors(), 1);
     }
 
+    #[test]
+    fn files_known_by_size_are_described_as_files_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = |n: &str| dir.path().join(n);
+        std::fs::write(
+            p("model.json"),
+            br#"{"weightsManifest":[{"paths":["s1.bin","s2.bin"],
+                "weights":[{"name":"a","shape":[3],"dtype":"float32"},
+                           {"name":"b","shape":[4],"dtype":"float32"}]}]}"#,
+        )
+        .unwrap();
+        std::fs::write(p("s1.bin"), [0u8; 20]).unwrap();
+        std::fs::write(p("s2.bin"), [0u8; 8]).unwrap();
+        let on_disk = Sidecars::find(&[p("model.json"), p("s1.bin"), p("s2.bin")]);
+        // A worker holding only the manifest and the second shard: the
+        // first is known by its size, in a folder that need not exist.
+        std::fs::remove_file(p("s1.bin")).unwrap();
+        let sized = [(p("model.json"), 0), (p("s1.bin"), 20), (p("s2.bin"), 8)];
+        let s = Sidecars::find_with(&[p("model.json")], &sized);
+        assert_eq!(s.get(&p("s2.bin")), on_disk.get(&p("s2.bin")));
+        assert_eq!(s.get(&p("s1.bin")), on_disk.get(&p("s1.bin")));
+        // Only the describers given are read: none, nothing described.
+        assert!(Sidecars::find_with::<PathBuf>(&[], &sized).is_empty());
+        let elsewhere = [(p("gone/s1.bin"), 20)];
+        assert!(Sidecars::find_with(&[p("model.json")], &elsewhere).is_empty());
+    }
+
     #[cfg(unix)]
     #[test]
     fn shards_linked_into_a_snapshot_are_described() {
