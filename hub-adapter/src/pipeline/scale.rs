@@ -17,6 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::{StreamExt as _, TryStreamExt as _};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
@@ -54,9 +55,16 @@ const MAX_PLAN_BYTES: u64 = 256 << 20;
 /// a worker's marker).
 const MAX_WORK_FILE_BYTES: u64 = 64 << 20;
 
-/// Commits a worker tries when other workers' commits keep moving the
-/// work branch under it.
-const COMMIT_TRIES: u32 = 30;
+/// Source repos planned at once.
+const PLAN_REPOS_AT_ONCE: usize = 3;
+
+/// How long a worker keeps trying a commit while other workers' commits
+/// keep moving the work branch under it (each commit on a branch waits
+/// for the one before: 64 workers beginning at once queue up).
+const COMMIT_PATIENCE: Duration = Duration::from_secs(600);
+
+/// Longest wait between two tries of a commit.
+const COMMIT_MAX_WAIT: Duration = Duration::from_secs(5);
 
 /// A mirror of one or many source repos, cut into units of work.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -359,59 +367,24 @@ pub async fn make_plan(
             "names one destination for several sources; leave it out to name each <owner>/<name>-brevis",
         ));
     }
-    let mut repos = Vec::new();
-    let mut priors: Vec<Option<String>> = Vec::new();
+    // A few repos at once: one's files download while another's prior is
+    // learned.
+    let planned: Vec<(PlannedRepo, Option<String>)> = futures_util::stream::iter(sources)
+        .map(|s| plan_repo(src, dst, s, opts))
+        .buffered(PLAN_REPOS_AT_ONCE)
+        .try_collect()
+        .await?;
     let mut seen = HashSet::new();
-    for s in sources {
-        let mut o = opts.clone();
-        o.src = s.clone();
-        let p = plan(src, dst, &o).await?;
-        if !seen.insert(p.dest.clone()) {
+    for (r, _) in &planned {
+        if !seen.insert(r.dest.as_str()) {
             return Err(HubError::invalid(
                 "plan",
-                &p.dest,
+                &r.dest,
                 "is the destination of two sources",
             ));
         }
-        let work_name = format!("plan-{}-{}", safe_name(s), p.short());
-        let _lock = lock_work(&o.work_dir, &work_name, &o.notes).await?;
-        let work = Work::new(o.work_dir.join(&work_name))?;
-        let up_to_date = check_destination(dst, &o, &p, &work.dir).await?.is_some();
-        let prior_json = if up_to_date {
-            None
-        } else {
-            dst.ensure_writable(&p.dest, o.private).await?;
-            learn(src, &o, &p, &work).await?
-        };
-        if !o.keep_work {
-            work.remove();
-        }
-        repos.push(PlannedRepo {
-            source: s.clone(),
-            revision: o.revision.clone(),
-            commit: p.commit.clone(),
-            dest: p.dest.clone(),
-            force: o.force,
-            files: p
-                .files
-                .iter()
-                .zip(&p.names)
-                .map(|(f, (archive, encoding))| PlannedFile {
-                    path: f.path.clone(),
-                    size: f.size,
-                    oid: f.oid.clone(),
-                    lfs_sha256: f.lfs_sha256.clone(),
-                    archive: archive.clone(),
-                    encoding: *encoding,
-                })
-                .collect(),
-            prior_sha256: prior_json
-                .as_ref()
-                .map(|t| hex::encode(sha2::Sha256::digest(t.as_bytes()))),
-            up_to_date,
-        });
-        priors.push(prior_json);
     }
+    let (repos, priors): (Vec<PlannedRepo>, Vec<Option<String>>) = planned.into_iter().unzip();
     let units = cut_units(&repos, opts.unit_bytes.max(1));
     let mut plan = MirrorPlan {
         plan_version: PLAN_VERSION,
@@ -446,6 +419,57 @@ pub async fn make_plan(
     Ok(plan)
 }
 
+/// Plan source `s`: resolve it, place its files, check its destination,
+/// and learn its prior (none for a destination already up to date).
+async fn plan_repo(
+    src: &HubClient,
+    dst: &HubClient,
+    s: &str,
+    opts: &MirrorOptions,
+) -> Result<(PlannedRepo, Option<String>)> {
+    let mut o = opts.clone();
+    o.src = s.to_string();
+    let p = plan(src, dst, &o).await?;
+    let work_name = format!("plan-{}-{}", safe_name(s), p.short());
+    let _lock = lock_work(&o.work_dir, &work_name, &o.notes).await?;
+    let work = Work::new(o.work_dir.join(&work_name))?;
+    let up_to_date = check_destination(dst, &o, &p, &work.dir).await?.is_some();
+    let prior_json = if up_to_date {
+        None
+    } else {
+        dst.ensure_writable(&p.dest, o.private).await?;
+        learn(src, &o, &p, &work).await?
+    };
+    if !o.keep_work {
+        work.remove();
+    }
+    let repo = PlannedRepo {
+        source: s.to_string(),
+        revision: o.revision.clone(),
+        commit: p.commit.clone(),
+        dest: p.dest.clone(),
+        force: o.force,
+        files: p
+            .files
+            .iter()
+            .zip(&p.names)
+            .map(|(f, (archive, encoding))| PlannedFile {
+                path: f.path.clone(),
+                size: f.size,
+                oid: f.oid.clone(),
+                lfs_sha256: f.lfs_sha256.clone(),
+                archive: archive.clone(),
+                encoding: *encoding,
+            })
+            .collect(),
+        prior_sha256: prior_json
+            .as_ref()
+            .map(|t| hex::encode(sha2::Sha256::digest(t.as_bytes()))),
+        up_to_date,
+    };
+    Ok((repo, prior_json))
+}
+
 /// The prior of the repo of `p`: `opts.prior`, else learned from the files
 /// a one-machine mirror learns from (fetched into `work`, with every
 /// describing file).
@@ -455,16 +479,45 @@ async fn learn(
     p: &Plan,
     work: &Work,
 ) -> Result<Option<String>> {
-    let mut need: Vec<usize> = learning_set(&p.files);
-    if opts.prior.is_none() {
-        need.extend((0..p.files.len()).filter(|&i| is_describer(&p.files[i])));
-        need.sort_unstable();
-        need.dedup();
-        let (checked, _) = download_sources(src, opts, p, work, &need).await?;
-        source_hashes(opts, p, work, &need, checked).await?;
+    if opts.prior.is_some() {
+        let none = brevis_core::Sidecars::default();
+        return Ok(prior(opts, &p.files, &work.src, &none).await?.json);
     }
+    let mut need: Vec<usize> = learning_set(&p.files);
+    need.extend((0..p.files.len()).filter(|&i| is_describer(&p.files[i])));
+    need.sort_unstable();
+    need.dedup();
+    // A prior learned by an earlier plan of the same files is kept in the
+    // work folder (learning is deterministic): a plan of many repos that
+    // failed half-way learns only what it had not.
+    let key: Vec<(&str, &str, u64)> = need
+        .iter()
+        .map(|&i| {
+            (
+                p.files[i].path.as_str(),
+                p.files[i].oid.as_str(),
+                p.files[i].size,
+            )
+        })
+        .collect();
+    let key = serde_json::json!([env!("CARGO_PKG_VERSION"), p.commit, key]).to_string();
+    let kept = opts.work_dir.join("priors").join(format!(
+        "{}.json",
+        hex::encode(&sha2::Sha256::digest(key.as_bytes())[..16])
+    ));
+    if let Ok(text) = std::fs::read_to_string(&kept)
+        && brevis_core::Prior::from_json(&text).is_ok()
+    {
+        return Ok(Some(text));
+    }
+    let (checked, _) = download_sources(src, opts, p, work, &need).await?;
+    source_hashes(opts, p, work, &need, checked).await?;
     let sc = sidecars(&p.files, &work.src).await?;
-    Ok(prior(opts, &p.files, &work.src, &sc).await?.json)
+    let json = prior(opts, &p.files, &work.src, &sc).await?.json;
+    if let Some(text) = &json {
+        write_atomic(&kept, text.as_bytes())?;
+    }
+    Ok(json)
 }
 
 /// Each repo's compressed files in units: a file of `unit_bytes` or more
@@ -521,8 +574,9 @@ async fn commit_work(
     summary: &str,
     files: &[UploadFile],
     opts: &MirrorOptions,
-) -> Result<()> {
-    let mut tries = 0;
+) -> Result<u64> {
+    let began = std::time::Instant::now();
+    let mut tries = 0u32;
     loop {
         match dst
             .upload_files(
@@ -535,15 +589,18 @@ async fn commit_work(
             )
             .await
         {
-            Err(HubError::Http { status: 412, .. }) if tries + 1 < COMMIT_TRIES => {
+            Err(HubError::Http { status: 412, .. }) if began.elapsed() < COMMIT_PATIENCE => {
                 tries += 1;
-                let ms = 50 + (rand_u32() % 400) as u64 * tries.min(8) as u64;
+                // Up to 100 ms, 200 ms, 400 ms ... (at most COMMIT_MAX_WAIT),
+                // drawn at random so that the workers spread out.
+                let cap = (100u64 << tries.min(10)).min(COMMIT_MAX_WAIT.as_millis() as u64);
+                let ms = 20 + u64::from(rand_u32()) % cap;
                 (opts.notes)(&format!(
                     "{repo}: {WORK_BRANCH} moved under this commit: trying again in {ms} ms"
                 ));
                 tokio::time::sleep(Duration::from_millis(ms)).await;
             }
-            r => return r.map(|_| ()),
+            r => return r.map(|st| st.lfs_bytes_sent + st.inline_bytes_sent),
         }
     }
 }
@@ -581,6 +638,8 @@ pub struct WorkerReport {
     pub mirror_bytes: u64,
     /// Bytes downloaded.
     pub downloaded_bytes: u64,
+    /// Bytes uploaded (archives, results, its markers).
+    pub uploaded_bytes: u64,
 }
 
 /// Run worker `k` of `n` of `plan`: each unit of its share that the work
@@ -661,7 +720,8 @@ pub async fn run_worker(
             })
         };
         let summary = format!("Brevis plan {}: worker {k}/{n} begins", plan.id);
-        commit_work(dst, &p.dest, &summary, &[marker(Some(todo[0]))?], &o).await?;
+        report.uploaded_bytes +=
+            commit_work(dst, &p.dest, &summary, &[marker(Some(todo[0]))?], &o).await?;
         for (t, &u) in todo.iter().enumerate() {
             let unit = &plan.units[u];
             (o.notes)(&format!(
@@ -699,7 +759,7 @@ pub async fn run_worker(
             });
             uploads.push(marker(todo.get(t + 1).copied())?);
             let summary = format!("Brevis plan {}: unit {u} of {}", plan.id, o.src);
-            commit_work(dst, &p.dest, &summary, &uploads, &o).await?;
+            report.uploaded_bytes += commit_work(dst, &p.dest, &summary, &uploads, &o).await?;
             (o.notes)(&format!("unit {u} done"));
             report.units_built += 1;
             report.source_bytes += unit.bytes;
@@ -1098,4 +1158,86 @@ pub async fn plan_status(
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo(sizes: &[(&str, u64, Encoding)]) -> PlannedRepo {
+        PlannedRepo {
+            source: "org/m".into(),
+            revision: "main".into(),
+            commit: "a".repeat(40),
+            dest: "org/m-brevis".into(),
+            force: false,
+            files: sizes
+                .iter()
+                .map(|(p, n, e)| PlannedFile {
+                    path: (*p).into(),
+                    size: *n,
+                    oid: "b".repeat(40),
+                    lfs_sha256: None,
+                    archive: format!("{p}.brv"),
+                    encoding: *e,
+                })
+                .collect(),
+            prior_sha256: None,
+            up_to_date: false,
+        }
+    }
+
+    #[test]
+    fn units_are_shards_or_small_files_together_in_path_order() {
+        let b = Encoding::Brv;
+        let r = repo(&[
+            ("z.safetensors", 500, b),
+            ("a.bin", 30, b),
+            ("config.json", 10, Encoding::Identity),
+            ("b.bin", 30, b),
+            ("c.bin", 50, b),
+            ("d.bin", 5, b),
+        ]);
+        let units = cut_units(std::slice::from_ref(&r), 60);
+        let files: Vec<Vec<usize>> = units.iter().map(|u| u.files.clone()).collect();
+        // a+b reach 60; z is a unit alone; c (50) and d (5) end below 60.
+        assert_eq!(files, [vec![1, 3], vec![0], vec![4, 5]]);
+        assert_eq!(units.iter().map(|u| u.bytes).sum::<u64>(), 615);
+        let done = PlannedRepo {
+            up_to_date: true,
+            ..r
+        };
+        assert!(cut_units(&[done], 60).is_empty());
+    }
+
+    #[test]
+    fn shares_are_balanced_by_bytes_and_cover_every_unit_once() {
+        let unit = |bytes| Unit {
+            repo: 0,
+            files: vec![],
+            bytes,
+        };
+        let plan = MirrorPlan {
+            plan_version: PLAN_VERSION,
+            tool: String::new(),
+            id: String::new(),
+            level: 6,
+            budget: None,
+            repos: vec![],
+            units: [9, 1, 1, 1, 5, 4, 8, 2].into_iter().map(unit).collect(),
+        };
+        let shares = plan.shares(3);
+        let load: Vec<u64> = shares
+            .iter()
+            .map(|s| s.iter().map(|&u| plan.units[u].bytes).sum())
+            .collect();
+        assert_eq!(load, [11, 10, 10]);
+        let mut all: Vec<usize> = shares.concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..8).collect::<Vec<_>>());
+        assert!(shares.iter().all(|s| s.is_sorted()));
+        // More workers than units: the rest have nothing to do.
+        assert_eq!(plan.shares(10).iter().filter(|s| s.is_empty()).count(), 2);
+        assert_eq!(plan.shares(1), [(0..8).collect::<Vec<_>>()]);
+    }
 }
