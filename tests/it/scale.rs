@@ -76,7 +76,8 @@ fn hub(url: &str, work: &Path, args: &[&str]) -> String {
 async fn a_plan_run_by_workers_one_killed_equals_the_one_machine_mirror() {
     let tmp = tempfile::tempdir().unwrap();
     let src = many_shards(tmp.path());
-    let srv = serve(&tmp.path().join("store"), &[("org/many", &src)], |o| o).await;
+    let seeds = [("org/many", src.as_path()), ("org/small", &seed_dir())];
+    let srv = serve(&tmp.path().join("store"), &seeds, |o| o).await;
     let url = srv.url();
     let work = tmp.path().join("work");
     let w = |name: &str| work.join(name);
@@ -88,7 +89,8 @@ async fn a_plan_run_by_workers_one_killed_equals_the_one_machine_mirror() {
         &["-q", "mirror", "org/many", "--to", "org/one"],
     );
 
-    // The plan: every compressed file a unit.
+    // The plan of two repos (each mirrored into <namespace>/<name>-brevis):
+    // every compressed file a unit.
     let plan = tmp.path().join("plan.json");
     let p = plan.to_str().unwrap();
     let out = hub(
@@ -99,8 +101,7 @@ async fn a_plan_run_by_workers_one_killed_equals_the_one_machine_mirror() {
             "--plan",
             p,
             "org/many",
-            "--to",
-            "org/scaled",
+            "org/small",
             "--unit-bytes",
             "1",
             "--json",
@@ -108,7 +109,8 @@ async fn a_plan_run_by_workers_one_killed_equals_the_one_machine_mirror() {
     );
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let units = v["units"].as_u64().unwrap();
-    assert!(units >= 8, "{v}");
+    assert!(units >= 9, "{v}");
+    assert_eq!(v["repos"], 2);
     let status = |work: &str| -> serde_json::Value {
         serde_json::from_str(&hub(
             &url,
@@ -229,7 +231,7 @@ async fn a_plan_run_by_workers_one_killed_equals_the_one_machine_mirror() {
     hub(&url, &w("c1"), &["-q", "mirror", "--plan", p, "--commit"]);
     let c = client(&url, None);
     let one = c.list_files("org/one", "main").await.unwrap();
-    let scaled = c.list_files("org/scaled", "main").await.unwrap();
+    let scaled = c.list_files("org/many-brevis", "main").await.unwrap();
     let paths = |t: &[brevis_hub::RepoFile]| t.iter().map(|f| f.path.clone()).collect::<Vec<_>>();
     assert_eq!(paths(&one), paths(&scaled));
     assert!(
@@ -237,7 +239,7 @@ async fn a_plan_run_by_workers_one_killed_equals_the_one_machine_mirror() {
             .any(|f| f.path == "tfjs/group1-shard2of3.bin.brv")
     );
     let mut cards = Vec::new();
-    for repo in ["org/one", "org/scaled"] {
+    for repo in ["org/one", "org/many-brevis"] {
         let d = tmp.path().join(format!("card-{}", repo.replace('/', "-")));
         let none = brevis_hub::Expect::default();
         c.download_file(
@@ -270,7 +272,17 @@ async fn a_plan_run_by_workers_one_killed_equals_the_one_machine_mirror() {
         &["mirror", "--plan", p, "--commit", "--json"],
     );
     assert!(again.contains("\"up_to_date\": true"), "{again}");
-    assert_eq!(status("s3")["committed"][0], "org/scaled");
+    let done = status("s3");
+    assert_eq!(
+        done["committed"],
+        serde_json::json!(["org/many-brevis", "org/small-brevis"])
+    );
+    // The second repo's mirror holds its shard as an archive.
+    let small = c.list_files("org/small-brevis", "main").await.unwrap();
+    assert!(
+        small.iter().any(|f| f.path == "model.safetensors.brv"),
+        "{small:?}"
+    );
     srv.shutdown().await;
 }
 

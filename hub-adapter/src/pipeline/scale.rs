@@ -876,120 +876,154 @@ pub async fn commit_plan(
     plan: &MirrorPlan,
     opts: &MirrorOptions,
 ) -> Result<Vec<MirrorReport>> {
+    // A few mirrors at once; each that can be committed is, whatever
+    // becomes of the others.
+    let results: Vec<Result<MirrorReport>> = futures_util::stream::iter(0..plan.repos.len())
+        .map(|r| commit_repo(src, dst, plan, r, opts))
+        .buffered(PLAN_REPOS_AT_ONCE)
+        .collect()
+        .await;
     let mut out = Vec::new();
-    for r in 0..plan.repos.len() {
-        let o = plan.repo_opts(opts, r);
-        let p = plan.repo_plan(r);
-        let work_name = format!("commit-{}-{r}", plan.id);
-        let _lock = lock_work(&o.work_dir, &work_name, &o.notes).await?;
-        let work = Work::new(o.work_dir.join(&work_name))?;
-        let mut report = p.report(&o);
-        if let Some(current) = check_destination(dst, &o, &p, &work.dir).await? {
-            report.up_to_date = true;
-            report.mirror_bytes = current.mirror_bytes;
-            report.files = current.files;
-            work.remove();
-            out.push(report);
-            continue;
+    let mut failed = Vec::new();
+    for (r, res) in results.into_iter().enumerate() {
+        match res {
+            Ok(rep) => out.push(rep),
+            Err(e) => failed.push((r, e)),
         }
-        let tree = work_tree(dst, &p.dest).await?;
-        let at: HashMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
-        let units: Vec<usize> = (0..plan.units.len())
-            .filter(|&u| plan.units[u].repo == r)
-            .collect();
-        let missing: Vec<String> = units
-            .iter()
-            .filter(|&&u| !at.contains_key(plan.work_path(&format!("units/{u}.json")).as_str()))
-            .map(|u| u.to_string())
-            .collect();
-        if !missing.is_empty() {
+    }
+    let n = failed.len();
+    match failed.into_iter().next() {
+        None => Ok(out),
+        Some((_, e)) if n == 1 => Err(e),
+        Some((r, e)) => Err(HubError::invalid(
+            "plan",
+            &plan.id,
+            format!(
+                "{n} of the {} mirrors could not be committed (the others were); the first, {}: {e}",
+                plan.repos.len(),
+                plan.repos[r].dest
+            ),
+        )),
+    }
+}
+
+/// Commit the planned mirror of repo `r` (see [`commit_plan`]).
+async fn commit_repo(
+    src: &HubClient,
+    dst: &HubClient,
+    plan: &MirrorPlan,
+    r: usize,
+    opts: &MirrorOptions,
+) -> Result<MirrorReport> {
+    let o = plan.repo_opts(opts, r);
+    let p = plan.repo_plan(r);
+    let work_name = format!("commit-{}-{r}", plan.id);
+    let _lock = lock_work(&o.work_dir, &work_name, &o.notes).await?;
+    let work = Work::new(o.work_dir.join(&work_name))?;
+    let mut report = p.report(&o);
+    if let Some(current) = check_destination(dst, &o, &p, &work.dir).await? {
+        report.up_to_date = true;
+        report.mirror_bytes = current.mirror_bytes;
+        report.files = current.files;
+        work.remove();
+        return Ok(report);
+    }
+    let tree = work_tree(dst, &p.dest).await?;
+    let at: HashMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
+    let units: Vec<usize> = (0..plan.units.len())
+        .filter(|&u| plan.units[u].repo == r)
+        .collect();
+    let missing: Vec<String> = units
+        .iter()
+        .filter(|&&u| !at.contains_key(plan.work_path(&format!("units/{u}.json")).as_str()))
+        .map(|u| u.to_string())
+        .collect();
+    if !missing.is_empty() {
+        return Err(HubError::invalid(
+            "plan",
+            &plan.id,
+            format!(
+                "{} of the {} unit(s) of {} are not done (unit {}): run their workers \
+                 (see --status)",
+                missing.len(),
+                units.len(),
+                o.src,
+                missing.join(", ")
+            ),
+        ));
+    }
+    let mut entries: Vec<Option<FileEntry>> = vec![None; p.files.len()];
+    let mut objects = Vec::new();
+    let mut uploads = Vec::new();
+    for &u in &units {
+        let f = at[plan.work_path(&format!("units/{u}.json")).as_str()];
+        let data = read_work_file(dst, &p.dest, f, &work.dir).await?;
+        let res: UnitResult = serde_json::from_slice(&data)
+            .map_err(|e| HubError::invalid("unit result", &f.path, format!("{e}")))?;
+        let files = &plan.units[u].files;
+        if res.plan != plan.id || res.unit != u || res.files.len() != files.len() {
             return Err(HubError::invalid(
-                "plan",
-                &plan.id,
-                format!(
-                    "{} of the {} unit(s) of {} are not done (unit {}): run their workers \
-                     (see --status)",
-                    missing.len(),
-                    units.len(),
-                    o.src,
-                    missing.join(", ")
-                ),
+                "unit result",
+                &f.path,
+                "is not the result of this unit",
             ));
         }
-        let mut entries: Vec<Option<FileEntry>> = vec![None; p.files.len()];
-        let mut objects = Vec::new();
-        let mut uploads = Vec::new();
-        for &u in &units {
-            let f = at[plan.work_path(&format!("units/{u}.json")).as_str()];
-            let data = read_work_file(dst, &p.dest, f, &work.dir).await?;
-            let res: UnitResult = serde_json::from_slice(&data)
-                .map_err(|e| HubError::invalid("unit result", &f.path, format!("{e}")))?;
-            let files = &plan.units[u].files;
-            if res.plan != plan.id || res.unit != u || res.files.len() != files.len() {
-                return Err(HubError::invalid(
-                    "unit result",
-                    &f.path,
-                    "is not the result of this unit",
-                ));
-            }
-            for (&i, e) in files.iter().zip(res.files) {
-                check_entry(&p.files[i], &p.names[i].0, &e, &f.path)?;
-                let stored = plan.work_path(&format!("out/{}", e.archive));
-                let Some(s) = at.get(stored.as_str()) else {
-                    return Err(HubError::EntryNotFound {
-                        repo: format!("{}@{WORK_BRANCH}", p.dest),
-                        file: stored,
-                    });
-                };
-                let up = stored_file(dst, &p.dest, s, &e, &work).await?;
-                if s.lfs_sha256.is_some() {
-                    objects.push(up);
-                } else {
-                    uploads.push(up);
-                }
-                entries[i] = Some(e);
-            }
-        }
-        // The files stored as they are, from the source.
-        let rest: Vec<usize> = (0..p.files.len())
-            .filter(|&i| entries[i].is_none())
-            .collect();
-        if !rest.is_empty() {
-            let (checked, got) = download_sources(src, &o, &p, &work, &rest).await?;
-            report.downloaded_bytes = got;
-            let hashes = source_hashes(&o, &p, &work, &rest, checked).await?;
-            let coding = Coding {
-                prior: None,
-                sidecars: brevis_core::Sidecars::default(),
+        for (&i, e) in files.iter().zip(res.files) {
+            check_entry(&p.files[i], &p.names[i].0, &e, &f.path)?;
+            let stored = plan.work_path(&format!("out/{}", e.archive));
+            let Some(s) = at.get(stored.as_str()) else {
+                return Err(HubError::EntryNotFound {
+                    repo: format!("{}@{WORK_BRANCH}", p.dest),
+                    file: stored,
+                });
             };
-            for (&i, h) in rest.iter().zip(&hashes) {
-                let (archive, enc) = &p.names[i];
-                let (entry, up) = store(&o, &coding, &work, &p.files[i], archive, *enc, h).await?;
-                entries[i] = Some(entry);
+            let up = stored_file(dst, &p.dest, s, &e, &work).await?;
+            if s.lfs_sha256.is_some() {
+                objects.push(up);
+            } else {
                 uploads.push(up);
             }
+            entries[i] = Some(e);
         }
-        report.files = entries.into_iter().flatten().collect();
-        let prior_json = read_prior(dst, plan, r, &work).await?;
-        let (own, mirror_bytes) = own_files(src, &o, &p, &report.files, &prior_json, &work)?;
-        uploads.extend(own);
-        report.mirror_bytes = mirror_bytes;
-        upload(
-            dst,
-            &o,
-            &p,
-            &objects,
-            &uploads,
-            &Sent::default(),
-            &mut report,
-        )
-        .await?;
-        if !o.keep_work {
-            work.remove();
-        }
-        out.push(report);
     }
-    Ok(out)
+    // The files stored as they are, from the source.
+    let rest: Vec<usize> = (0..p.files.len())
+        .filter(|&i| entries[i].is_none())
+        .collect();
+    if !rest.is_empty() {
+        let (checked, got) = download_sources(src, &o, &p, &work, &rest).await?;
+        report.downloaded_bytes = got;
+        let hashes = source_hashes(&o, &p, &work, &rest, checked).await?;
+        let coding = Coding {
+            prior: None,
+            sidecars: brevis_core::Sidecars::default(),
+        };
+        for (&i, h) in rest.iter().zip(&hashes) {
+            let (archive, enc) = &p.names[i];
+            let (entry, up) = store(&o, &coding, &work, &p.files[i], archive, *enc, h).await?;
+            entries[i] = Some(entry);
+            uploads.push(up);
+        }
+    }
+    report.files = entries.into_iter().flatten().collect();
+    let prior_json = read_prior(dst, plan, r, &work).await?;
+    let (own, mirror_bytes) = own_files(src, &o, &p, &report.files, &prior_json, &work)?;
+    uploads.extend(own);
+    report.mirror_bytes = mirror_bytes;
+    upload(
+        dst,
+        &o,
+        &p,
+        &objects,
+        &uploads,
+        &Sent::default(),
+        &mut report,
+    )
+    .await?;
+    if !o.keep_work {
+        work.remove();
+    }
+    Ok(report)
 }
 
 /// Refuse a unit's entry `e` (read from `at`) that is not of the source
