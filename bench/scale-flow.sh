@@ -10,6 +10,8 @@
 #         together as background processes (wall time until the last ends),
 #       status `mirror --plan P.json --status` (units done / all),
 #       commit `mirror --plan P.json --commit` (timed);
+#     then the one-machine mirror again on that run's own server (a
+#     fresh store per run: serve keeps LFS objects by content across repos),
 #     and checks that org/scaled-N's `main` tree equals org/one's (path,
 #     size, oid, lfs.oid of every entry but README.md, which names its own
 #     repo).
@@ -56,7 +58,7 @@ SERVER=""
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  if [ -n "$SERVER" ]; then kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; fi
+  for p in $SERVERS; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   if [ "${KEEP:-0}" = 1 ]; then echo "scale-flow: kept $TMP" >&2; else rm -rf "$TMP"; fi
 }
 trap cleanup EXIT
@@ -120,10 +122,10 @@ elif cmd == "workbytes":              # URL REPO PLANID -> bytes under brevis.wo
         print("-"); sys.exit(0)
     print(sum(e.get("size", 0) for e in t
               if e.get("type") == "file" and e["path"].startswith(f"brevis.work/{plan}/")))
-elif cmd == "compare":                # URL A B -> yes/no ; differences on stderr
-    url, a, b = args
-    ta = {e["path"]: e for e in tree(url, a, "main") if e["path"] != "README.md"}
-    tb = {e["path"]: e for e in tree(url, b, "main") if e["path"] != "README.md"}
+elif cmd == "compare":                # URL_A A URL_B B -> yes/no ; differences on stderr
+    ua, a, ub, b = args
+    ta = {e["path"]: e for e in tree(ua, a, "main") if e["path"] != "README.md"}
+    tb = {e["path"]: e for e in tree(ub, b, "main") if e["path"] != "README.md"}
     diff = []
     for p in sorted(set(ta) | set(tb)):
         if p not in ta: diff.append(f"only in {b}: {p}")
@@ -142,26 +144,36 @@ secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 mb() { case "$1" in ''|-) echo "-" ;; *) awk -v x="$1" 'BEGIN { printf "%.2f", x / 1e6 }' ;; esac; }
 tail_err() { echo "--- stderr tail of $1 ---" >&2; tail -n 20 "$1" >&2 || true; }
 
-# --- server -----------------------------------------------------------------
-"$BIN" serve --root "$TMP/store" --addr 127.0.0.1:0 --seed "org/repo=$FOLDER" >"$TMP/serve.out" 2>"$TMP/serve.err" &
-SERVER=$!
+# --- servers ----------------------------------------------------------------
+# One server (its own store) per run: `serve` keeps LFS objects by content
+# across its repos, so a second mirror on one store would find the first's
+# archives there and send nothing, and "bytes moved" would mean nothing.
+SERVERS=""
 URL=""
-for _ in $(seq 1 600); do
-  if grep -q '^listening on ' "$TMP/serve.out" 2>/dev/null; then
-    URL="$(head -1 "$TMP/serve.out" | sed 's/^listening on //')"
-    break
+start_server() {  # NAME -> sets URL
+  local dir="$TMP/store-$1" pid
+  "$BIN" serve --root "$dir" --addr 127.0.0.1:0 --seed "org/repo=$FOLDER" >"$dir.out" 2>"$dir.err" &
+  pid=$!
+  SERVERS="$SERVERS $pid"
+  URL=""
+  for _ in $(seq 1 600); do
+    if grep -q '^listening on ' "$dir.out" 2>/dev/null; then
+      URL="$(head -1 "$dir.out" | sed 's/^listening on //')"
+      break
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  if [ -z "$URL" ]; then
+    echo "scale-flow: the server did not start" >&2
+    cat "$dir.err" >&2
+    exit 2
   fi
-  if ! kill -0 "$SERVER" 2>/dev/null; then break; fi
-  sleep 0.1
-done
-if [ -z "$URL" ]; then
-  echo "scale-flow: the server did not start" >&2
-  cat "$TMP/serve.err" >&2
-  exit 2
-fi
+}
+start_server one
 export HF_HOME="$TMP/hf-home"
 unset HF_TOKEN HF_HUB_CACHE HF_ENDPOINT || true
-COMMON=(--endpoint "$URL" --no-progress --json)
+COMMON=(--no-progress --json)
 echo "scale-flow: serving $FOLDER as org/repo at $URL; $BIN; THREADS=$THREADS STEP_THREADS=$STEP_THREADS${UNIT_BYTES:+ UNIT_BYTES=$UNIT_BYTES}" >&2
 
 status=0
@@ -170,7 +182,7 @@ FMT="%-4s %6s %5s %7s %9s %8s %8s %10s %10s %8s %12s %9s %9s\n"
 
 # --- one machine ------------------------------------------------------------
 t0=$(now)
-if ! "$BIN" mirror org/repo --to org/one --work-dir "$TMP/work-one" -T 0 "${COMMON[@]}" >"$TMP/one.json" 2>"$TMP/one.err"; then
+if ! "$BIN" mirror org/repo --to org/one --work-dir "$TMP/work-one" -T 0 --endpoint "$URL" "${COMMON[@]}" >"$TMP/one.json" 2>"$TMP/one.err"; then
   tail_err "$TMP/one.err"
   echo "scale-flow: the one-machine mirror failed; nothing to compare against" >&2
   exit 1
@@ -183,6 +195,8 @@ ROWS+=("$(printf "$FMT" one - - - - - "$(secs "$t0" "$t1")" "$(mb "$one_down")" 
 # --- at scale ---------------------------------------------------------------
 for N in "${WORKERS[@]}"; do
   D="$TMP/n$N"; mkdir -p "$D"
+  start_server "n$N"
+  COMMON=(--endpoint "$URL" --no-progress --json)
   P="$D/plan.json"
   fail() { echo "scale-flow: N=$N: $1 failed" >&2; [ -z "${2:-}" ] || tail_err "$2"; status=1
            ROWS+=("$(printf "$FMT" "$N" FAILED "$1" - - - - - - - - - -)"); }
@@ -228,7 +242,14 @@ for N in "${WORKERS[@]}"; do
   t4=$(now)
   read -r c_s c_down c_up c_mirror < <(py commit "$D/commit.json")
 
-  same="$(py compare "$URL" org/one "org/scaled-$N")" || same="ERR"
+  # The one-machine mirror again, on this server (the source's commit id is
+  # this store's: a manifest names it), after the scaled run (whose bytes
+  # moved were counted on a store that held none of its objects).
+  if "$BIN" mirror org/repo --to org/one --work-dir "$D/work-one" -T 0 "${COMMON[@]}" >"$D/one.json" 2>"$D/one.err"; then
+    same="$(py compare "$URL" org/one "$URL" "org/scaled-$N")" || same="ERR"
+  else
+    tail_err "$D/one.err"; same="ERR"
+  fi
   [ "$same" = yes ] || status=1
   [ "$c_mirror" = "$one_mirror" ] || echo "scale-flow: N=$N: mirror_bytes $c_mirror, one-machine $one_mirror" >&2
 
