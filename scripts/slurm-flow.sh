@@ -319,7 +319,9 @@ if [ $SB -eq 124 ]; then
   ls "$TMP"/task-*.err >/dev/null 2>&1 || noslurm "array job ${JID:-?} never started in 600 s: $(squeue -h -n "$JOBNAME" -o '%i %T %r' 2>/dev/null | head -3)"
   fail "array job $JID did not finish in 600 s"
 fi
-[ -n "$JID" ] || noslurm "sbatch could not submit: $(cat "$TMP/sbatch.err")"
+# Slurm answered (the node went idle above): a refused submission is this
+# flow's fault (its options, its script), not a missing scheduler.
+[ -n "$JID" ] || fail "sbatch could not submit: $(cat "$TMP/sbatch.err")"
 log "array job $JID finished in $T_ARRAY s, sbatch exit $SB"
 
 bad=0; starts=(); ends=()  # epoch seconds of each task

@@ -306,31 +306,59 @@ fn an_edited_plan_is_refused() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not the hash of its content"), "{err}");
-    // A unit naming a file its repo lacks, and a path that climbs out.
-    for (k, v) in [
+    // Plans sealed with their right id that are still refused: a unit
+    // naming a file its repo lacks, a path that climbs out, a file placed
+    // as the mirror's own manifest, the destination being the source.
+    let file = |path: &str, archive: &str, enc: &str| {
+        serde_json::json!({"path": path, "size": 1, "oid": "b".repeat(40),
+                           "lfs_sha256": null, "archive": archive, "encoding": enc})
+    };
+    let repo = |files: serde_json::Value, dest: &str| {
+        serde_json::json!([{"source": "org/m", "revision": "main", "commit": "a".repeat(40),
+                            "dest": dest, "force": false, "files": files,
+                            "prior_sha256": null, "up_to_date": false}])
+    };
+    let cases = [
         (
             "units",
             serde_json::json!([{"repo": 0, "files": [3], "bytes": 1}]),
+            "unit 0",
         ),
         (
             "repos",
-            serde_json::json!([{"source": "org/m", "revision": "main",
-            "commit": "a".repeat(40), "dest": "org/m-brevis", "force": false,
-            "files": [{"path": "../x", "size": 1, "oid": "b", "lfs_sha256": null,
-                       "archive": "x.brv", "encoding": "brv"}],
-            "prior_sha256": null, "up_to_date": false}]),
+            repo(
+                serde_json::json!([file("../x", "../x.brv", "brv")]),
+                "org/m-brevis",
+            ),
+            "..",
         ),
-    ] {
+        (
+            "repos",
+            repo(
+                serde_json::json!([file("a.json", "brevis.manifest.json", "identity")]),
+                "org/m-brevis",
+            ),
+            "not placed where mirror places it",
+        ),
+        (
+            "repos",
+            repo(serde_json::json!([]), "org/m"),
+            "the destination is the source",
+        ),
+    ];
+    for (k, v, why) in cases {
         let mut bad = text.clone();
         bad[k] = v;
-        std::fs::write(&plan, bad.to_string()).unwrap();
+        let mut sealed: brevis_hub::MirrorPlan = serde_json::from_value(bad).unwrap();
+        sealed.id = sealed.content_id();
+        sealed.write(&plan).unwrap();
         let out = Command::new(bin())
             .args(["mirror", "--plan", plan.to_str().unwrap(), "--status"])
             .args(["--endpoint", "http://127.0.0.1:9"])
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{k}");
+        assert_eq!(out.status.code(), Some(2), "{why}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("plan"), "{k}: {err}");
+        assert!(err.contains(why) && !err.contains("hash"), "{why}: {err}");
     }
 }

@@ -16,10 +16,19 @@ use crate::progress::Ui;
 /// Most source repos read from a `--sources` file.
 const MAX_SOURCES: usize = 100_000;
 
+/// Most workers of a plan.
+const MAX_WORKERS: usize = 1_000_000;
+
 pub(super) fn run(a: MirrorArgs, ui: &Ui) -> Result<Outcome> {
     let Some(plan_path) = a.plan.clone() else {
         bail!("no --plan");
     };
+    if a.dry_run {
+        bail!(
+            "--dry-run does not go with --plan: a plan's steps write to the destination; \
+             `--plan PLAN.json --status` shows where a plan stands"
+        );
+    }
     let (src, dst) = clients(&a, ui)?;
     let opts = options(&a, ui);
     let step = a.worker.is_some() || a.commit || a.status;
@@ -205,6 +214,9 @@ fn worker_index(w: &str) -> Result<(usize, usize)> {
     if n == 0 || k >= n {
         bail!("worker {k}/{n}: K must be below N (workers are 0..N-1)");
     }
+    if n > MAX_WORKERS {
+        bail!("worker {k}/{n}: at most {MAX_WORKERS} workers");
+    }
     Ok((k, n))
 }
 
@@ -237,7 +249,7 @@ mod tests {
     fn worker_indices_are_checked() {
         assert_eq!(worker_index("0/4").unwrap(), (0, 4));
         assert_eq!(worker_index("3/4").unwrap(), (3, 4));
-        for bad in ["4/4", "0/0", "x/2", "1", "-1/2"] {
+        for bad in ["4/4", "0/0", "x/2", "1", "-1/2", "0/10000000000"] {
             assert!(worker_index(bad).is_err(), "{bad}");
         }
     }

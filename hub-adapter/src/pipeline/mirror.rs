@@ -152,6 +152,8 @@ pub(super) struct Work {
 impl Work {
     pub(super) fn new(dir: PathBuf) -> Result<Work> {
         std::fs::create_dir_all(&dir).map_err(|e| HubError::io(&dir, e))?;
+        // Canonical: the paths files are described by (see `sidecars`).
+        let dir = std::fs::canonicalize(&dir).map_err(|e| HubError::io(&dir, e))?;
         Ok(Work {
             src: dir.join("src"),
             out: dir.join("out"),
@@ -471,6 +473,11 @@ pub(super) async fn source_hashes(
 /// external data). Only the describing files need be there (see
 /// `is_describer`): the rest are known by their sizes.
 pub(super) async fn sidecars(files: &[RepoFile], dir: &Path) -> Result<brevis_core::Sidecars> {
+    // Every path from the folder's canonical path: a worker that has not
+    // fetched a file names it as one that has (a work folder reached by a
+    // symlink or given relative must not change what is described).
+    std::fs::create_dir_all(dir).map_err(|e| HubError::io(dir, e))?;
+    let dir = &std::fs::canonicalize(dir).map_err(|e| HubError::io(dir, e))?;
     let describers: Vec<PathBuf> = files
         .iter()
         .filter(|f| is_describer(f))

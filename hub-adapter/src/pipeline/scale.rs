@@ -29,12 +29,13 @@ use crate::manifest::{Encoding, FileEntry};
 use crate::paths::{check_repo_id, check_repo_path, check_revision};
 
 use super::archive::{Coding, store};
+use super::download::fetch_manifest;
 use super::mirror::{
     Plan, PriorText, Sent, Work, check_destination, download_sources, own_files, plan, prior,
     sidecars, source_hashes, upload,
 };
 use super::options::MirrorOptions;
-use super::plan::{is_describer, learning_set};
+use super::plan::{check_plan, is_describer, learning_set, plan_names};
 use super::report::MirrorReport;
 use super::work::lock_work;
 use super::{blocking, safe_name};
@@ -51,9 +52,11 @@ const WORK_PREFIX: &str = "brevis.work";
 /// Largest plan file read.
 const MAX_PLAN_BYTES: u64 = 256 << 20;
 
-/// Largest file read back from a work branch (a unit's result, a prior,
-/// a worker's marker).
+/// Largest file read back from a work branch (a unit's result, a prior).
 const MAX_WORK_FILE_BYTES: u64 = 64 << 20;
+
+/// Largest worker's marker read back.
+const MAX_MARKER_BYTES: u64 = 64 << 10;
 
 /// Source repos planned at once.
 const PLAN_REPOS_AT_ONCE: usize = 3;
@@ -106,6 +109,11 @@ pub struct PlannedRepo {
     pub prior_sha256: Option<String>,
     /// The destination already mirrors this commit: nothing to do.
     pub up_to_date: bool,
+    /// The source commit the destination mirrored when the plan was made
+    /// (none: no mirror yet). A commit step finding another there leaves
+    /// it alone: a newer mirror is not rolled back by an older plan.
+    #[serde(default)]
+    pub dest_was: Option<String>,
 }
 
 /// One source file of a planned repo.
@@ -123,6 +131,18 @@ pub struct PlannedFile {
     pub archive: String,
     /// How it is stored (compressed files are the units' work).
     pub encoding: Encoding,
+}
+
+impl PlannedFile {
+    /// The source file as a tree listing gives it.
+    fn repo_file(&self) -> RepoFile {
+        RepoFile {
+            path: self.path.clone(),
+            size: self.size,
+            oid: self.oid.clone(),
+            lfs_sha256: self.lfs_sha256.clone(),
+        }
+    }
 }
 
 /// One unit of work: compressed files of one repo.
@@ -195,10 +215,33 @@ impl MirrorPlan {
                     r.source, r.commit
                 ));
             }
+            if r.dest == r.source {
+                return Err(format!("{}: the destination is the source", r.source));
+            }
             for f in &r.files {
                 check_repo_path(&f.path).map_err(|e| e.to_string())?;
                 check_repo_path(&f.archive).map_err(|e| e.to_string())?;
             }
+            // Each file placed where `mirror` places it, and no two in one
+            // place: a plan cannot name the mirror's own files.
+            let files: Vec<RepoFile> = r.files.iter().map(PlannedFile::repo_file).collect();
+            let names = plan_names(&files);
+            if files
+                .iter()
+                .zip(&names)
+                .zip(&r.files)
+                .any(|((_, (a, e)), f)| (a.as_str(), *e) != (f.archive.as_str(), f.encoding))
+            {
+                return Err(format!(
+                    "{}: a file is not placed where mirror places it",
+                    r.source
+                ));
+            }
+            let mut paths = HashSet::new();
+            if !files.iter().all(|f| paths.insert(f.path.as_str())) {
+                return Err(format!("{}: a file is listed twice", r.source));
+            }
+            check_plan(&r.source, &files, &names).map_err(|e| e.to_string())?;
             if let Some(s) = &r.prior_sha256
                 && (s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()))
             {
@@ -209,6 +252,13 @@ impl MirrorPlan {
             let files = in_unit
                 .get_mut(unit.repo)
                 .ok_or(format!("unit {u} names repo {}, which it lacks", unit.repo))?;
+            let sizes = unit.files.iter().try_fold(0u64, |sum, &i| {
+                let size = self.repos[unit.repo].files.get(i)?.size;
+                sum.checked_add(size)
+            });
+            if sizes != Some(unit.bytes) {
+                return Err(format!("unit {u}: its bytes are not its files' sizes"));
+            }
             for &i in &unit.files {
                 let seen = files
                     .get_mut(i)
@@ -236,17 +286,25 @@ impl MirrorPlan {
         }
         if self.id != self.content_id() {
             return Err(format!(
-                "its id {} is not the hash of its content ({}): was it edited?",
+                "its id {} is not the hash of its content and this brevis-hub ({}): it was \
+                 edited, or made by another version ({}); make the plan again",
                 self.id,
-                self.content_id()
+                self.content_id(),
+                self.tool
             ));
         }
         Ok(())
     }
 
     /// The hash of what the plan holds (all but its id and tool).
-    fn content_id(&self) -> String {
+    /// The hash of what the plan holds, with the tool that reads it (all
+    /// but its `id` field): what `id` must be. A plan made by another
+    /// build of brevis-hub, whose archives could differ, has another id,
+    /// and is refused.
+    pub fn content_id(&self) -> String {
         let v = serde_json::json!({
+            "tool": concat!("brevis-hub ", env!("CARGO_PKG_VERSION")),
+            "format_version": brevis_core::FORMAT_VERSION,
             "plan_version": self.plan_version,
             "level": self.level,
             "budget": self.budget,
@@ -259,21 +317,25 @@ impl MirrorPlan {
 
     /// The source bytes of every unit.
     pub fn unit_bytes(&self) -> u64 {
-        self.units.iter().map(|u| u.bytes).sum()
+        self.units
+            .iter()
+            .fold(0u64, |sum, u| sum.saturating_add(u.bytes))
     }
 
     /// Each of `n` workers' units: the largest first to the least loaded
     /// worker (by bytes), each share in plan order. Every worker computes
     /// the same shares from the plan and `n`.
     pub fn shares(&self, n: usize) -> Vec<Vec<usize>> {
-        let n = n.max(1);
+        // Workers past the number of units have nothing to do: the shares
+        // are those of that many workers (the same whatever larger `n`).
+        let busy = n.clamp(1, self.units.len().max(1));
         let mut order: Vec<usize> = (0..self.units.len()).collect();
         order.sort_by_key(|&u| (std::cmp::Reverse(self.units[u].bytes), u));
-        let mut load = vec![0u64; n];
-        let mut out = vec![Vec::new(); n];
+        let mut load = vec![0u64; busy];
+        let mut out = vec![Vec::new(); busy];
         for u in order {
-            let w = (0..n).min_by_key(|&w| (load[w], w)).unwrap_or(0);
-            load[w] += self.units[u].bytes;
+            let w = (0..busy).min_by_key(|&w| (load[w], w)).unwrap_or(0);
+            load[w] = load[w].saturating_add(self.units[u].bytes);
             out[w].push(u);
         }
         for s in &mut out {
@@ -282,21 +344,17 @@ impl MirrorPlan {
         out
     }
 
+    /// Worker `k`'s share of `n` (see [`MirrorPlan::shares`]).
+    pub fn share(&self, k: usize, n: usize) -> Vec<usize> {
+        self.shares(n).into_iter().nth(k).unwrap_or_default()
+    }
+
     /// The repo of index `r` as a mirror run's plan.
     fn repo_plan(&self, r: usize) -> Plan {
         let repo = &self.repos[r];
         Plan {
             commit: repo.commit.clone(),
-            files: repo
-                .files
-                .iter()
-                .map(|f| RepoFile {
-                    path: f.path.clone(),
-                    size: f.size,
-                    oid: f.oid.clone(),
-                    lfs_sha256: f.lfs_sha256.clone(),
-                })
-                .collect(),
+            files: repo.files.iter().map(PlannedFile::repo_file).collect(),
             names: repo
                 .files
                 .iter()
@@ -313,7 +371,7 @@ impl MirrorPlan {
         o.src = repo.source.clone();
         o.dest = Some(repo.dest.clone());
         o.revision = repo.revision.clone();
-        o.force = repo.force;
+        o.force = repo.force || base.force;
         o.level = brevis_core::Level::new(self.level).unwrap_or_default();
         o.budget = self.budget;
         o
@@ -334,6 +392,9 @@ struct UnitResult {
     unit: usize,
     /// Its files' manifest entries.
     files: Vec<FileEntry>,
+    /// SHA-256 of each file's stored form (archive, or the file as it is),
+    /// as the worker proved and sent it.
+    stored_sha256: Vec<String>,
 }
 
 /// What a worker says it is doing (`workers/<k>-of-<n>.json`).
@@ -367,23 +428,39 @@ pub async fn make_plan(
             "names one destination for several sources; leave it out to name each <owner>/<name>-brevis",
         ));
     }
-    // A few repos at once: one's files download while another's prior is
-    // learned.
-    let planned: Vec<(PlannedRepo, Option<String>)> = futures_util::stream::iter(sources)
-        .map(|s| plan_repo(src, dst, s, opts))
+    let mut once = HashSet::new();
+    if let Some(s) = sources.iter().find(|s| !once.insert(s.as_str())) {
+        return Err(HubError::invalid("plan", s, "is listed twice"));
+    }
+    // Every source resolved and placed first: two sources with one
+    // destination are refused before anything is learned or created.
+    let placed: Vec<(MirrorOptions, Plan)> = futures_util::stream::iter(sources)
+        .map(|s| async move {
+            let mut o = opts.clone();
+            o.src = s.to_string();
+            let p = plan(src, dst, &o).await?;
+            Ok::<_, HubError>((o, p))
+        })
         .buffered(PLAN_REPOS_AT_ONCE)
         .try_collect()
         .await?;
     let mut seen = HashSet::new();
-    for (r, _) in &planned {
-        if !seen.insert(r.dest.as_str()) {
+    for (o, p) in &placed {
+        if !seen.insert(p.dest.as_str()) {
             return Err(HubError::invalid(
                 "plan",
-                &r.dest,
-                "is the destination of two sources",
+                &p.dest,
+                format!("is the destination of two sources ({} among them)", o.src),
             ));
         }
     }
+    // A few repos at once: one's files download while another's prior is
+    // learned.
+    let planned: Vec<(PlannedRepo, Option<String>)> = futures_util::stream::iter(placed)
+        .map(|(o, p)| plan_repo(dst, src, o, p))
+        .buffered(PLAN_REPOS_AT_ONCE)
+        .try_collect()
+        .await?;
     let (repos, priors): (Vec<PlannedRepo>, Vec<Option<String>>) = planned.into_iter().unzip();
     let units = cut_units(&repos, opts.unit_bytes.max(1));
     let mut plan = MirrorPlan {
@@ -419,21 +496,20 @@ pub async fn make_plan(
     Ok(plan)
 }
 
-/// Plan source `s`: resolve it, place its files, check its destination,
+/// Plan source `o.src`, resolved and placed as `p`: check its destination,
 /// and learn its prior (none for a destination already up to date).
 async fn plan_repo(
-    src: &HubClient,
     dst: &HubClient,
-    s: &str,
-    opts: &MirrorOptions,
+    src: &HubClient,
+    o: MirrorOptions,
+    p: Plan,
 ) -> Result<(PlannedRepo, Option<String>)> {
-    let mut o = opts.clone();
-    o.src = s.to_string();
-    let p = plan(src, dst, &o).await?;
+    let s = o.src.as_str();
     let work_name = format!("plan-{}-{}", safe_name(s), p.short());
     let _lock = lock_work(&o.work_dir, &work_name, &o.notes).await?;
     let work = Work::new(o.work_dir.join(&work_name))?;
     let up_to_date = check_destination(dst, &o, &p, &work.dir).await?.is_some();
+    let dest_was = mirrored_commit(dst, &p.dest, &work).await?;
     let prior_json = if up_to_date {
         None
     } else {
@@ -466,6 +542,7 @@ async fn plan_repo(
             .as_ref()
             .map(|t| hex::encode(sha2::Sha256::digest(t.as_bytes()))),
         up_to_date,
+        dest_was,
     };
     Ok((repo, prior_json))
 }
@@ -589,7 +666,13 @@ async fn commit_work(
             )
             .await
         {
-            Err(HubError::Http { status: 412, .. }) if began.elapsed() < COMMIT_PATIENCE => {
+            // 412: another worker's commit moved the branch first. A commit
+            // whose answer was lost while the branch moved is reported as a
+            // protocol error: sending it again is safe here (its files are
+            // this worker's own and content-addressed).
+            Err(HubError::Http { status: 412, .. } | HubError::Protocol { what: "commit", .. })
+                if began.elapsed() < COMMIT_PATIENCE =>
+            {
                 tries += 1;
                 // Up to 100 ms, 200 ms, 400 ms ... (at most COMMIT_MAX_WAIT),
                 // drawn at random so that the workers spread out.
@@ -660,7 +743,7 @@ pub async fn run_worker(
             "is not a worker K/N with K < N",
         ));
     }
-    let share = plan.shares(n).swap_remove(k);
+    let share = plan.share(k, n);
     let mut report = WorkerReport {
         worker: format!("{k}/{n}"),
         units: share.len(),
@@ -735,11 +818,13 @@ pub async fn run_worker(
             let hashes = source_hashes(&o, &p, &work, &unit.files, checked).await?;
             let mut entries = Vec::new();
             let mut uploads = Vec::new();
+            let mut stored_sha256 = Vec::new();
             for (&i, h) in unit.files.iter().zip(&hashes) {
                 let (archive, enc) = &p.names[i];
                 let (entry, mut up) =
                     store(&o, &coding, &work, &p.files[i], archive, *enc, h).await?;
                 up.path_in_repo = plan.work_path(&format!("out/{}", entry.archive));
+                stored_sha256.push(up.hashes.sha256_hex());
                 report.mirror_bytes += entry.archive_size;
                 entries.push(entry);
                 uploads.push(up);
@@ -748,6 +833,7 @@ pub async fn run_worker(
                 plan: plan.id.clone(),
                 unit: u,
                 files: entries,
+                stored_sha256,
             };
             let text = serde_json::to_vec_pretty(&result).unwrap_or_default();
             let local = work.dir.join(format!("unit-{u}.json"));
@@ -782,42 +868,80 @@ pub async fn run_worker(
 /// The units of `plan` whose results the work branch of `dest` holds.
 async fn units_done(dst: &HubClient, plan: &MirrorPlan, dest: &str) -> Result<HashSet<usize>> {
     let prefix = plan.work_path("units/");
-    Ok(work_tree(dst, dest)
-        .await?
+    Ok(done_in(&work_tree(dst, dest).await?, &prefix))
+}
+
+/// The units whose results `tree` holds under `prefix` (`<prefix><u>.json`,
+/// `u` written as a plain number: `05.json` names no unit).
+fn done_in(tree: &WorkTree, prefix: &str) -> HashSet<usize> {
+    tree.files
         .iter()
         .filter_map(|f| {
-            f.path
-                .strip_prefix(&prefix)?
-                .strip_suffix(".json")?
-                .parse()
-                .ok()
+            let stem = f.path.strip_prefix(prefix)?.strip_suffix(".json")?;
+            let u: usize = stem.parse().ok()?;
+            (u.to_string() == stem).then_some(u)
         })
-        .collect())
+        .collect()
 }
 
 /// The files of the work branch of `dest` (none when it does not exist).
-async fn work_tree(dst: &HubClient, dest: &str) -> Result<Vec<RepoFile>> {
-    match dst.list_files(dest, WORK_BRANCH).await {
-        Ok(t) => Ok(t),
-        Err(HubError::RevisionNotFound { .. } | HubError::RepoNotFound { .. }) => Ok(Vec::new()),
-        Err(e) => Err(e),
-    }
+async fn work_tree(dst: &HubClient, dest: &str) -> Result<WorkTree> {
+    let at = match dst.repo_info(dest, WORK_BRANCH).await {
+        Ok(i) => i.sha,
+        Err(HubError::RevisionNotFound { .. } | HubError::RepoNotFound { .. }) => {
+            return Ok(WorkTree {
+                at: String::new(),
+                files: Vec::new(),
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    let files = dst.list_files(dest, &at).await?;
+    Ok(WorkTree { at, files })
 }
 
-/// Download `path` of the work branch of `dest` (a file of `tree`) into
-/// `dir`, checked against the listing, and read it.
-async fn read_work_file(dst: &HubClient, dest: &str, f: &RepoFile, dir: &Path) -> Result<Vec<u8>> {
-    if f.size > MAX_WORK_FILE_BYTES {
+/// The work branch of a mirror at one commit: what is read from it is read
+/// at that commit, whatever workers commit meanwhile.
+struct WorkTree {
+    /// The commit (empty: no work branch).
+    at: String,
+    /// Its files.
+    files: Vec<RepoFile>,
+}
+
+/// The source commit the mirror `dest` holds on `main` (none: no repo, or
+/// no Brevis manifest there).
+async fn mirrored_commit(dst: &HubClient, dest: &str, work: &Work) -> Result<Option<String>> {
+    let head = match dst.repo_info(dest, "main").await {
+        Ok(i) => i.sha,
+        Err(HubError::RepoNotFound { .. } | HubError::RevisionNotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let m = fetch_manifest(dst, dest, &head, &work.dir).await?;
+    Ok(m.map(|m| m.source.commit))
+}
+
+/// Download `f`, a file of the work tree `tree` of `dest`, into `dir`,
+/// checked against the listing, and read it; at most `max` bytes.
+async fn read_work_file(
+    dst: &HubClient,
+    dest: &str,
+    tree: &WorkTree,
+    f: &RepoFile,
+    dir: &Path,
+    max: u64,
+) -> Result<Vec<u8>> {
+    if f.size > max {
         return Err(HubError::invalid(
             "work file",
             &f.path,
-            format!("is {} bytes, more than {MAX_WORK_FILE_BYTES}", f.size),
+            format!("is {} bytes, more than {max}", f.size),
         ));
     }
     let local = dir.join("read").join(&f.path);
     dst.download_file(
         dest,
-        WORK_BRANCH,
+        &tree.at,
         &f.path,
         &local,
         &Expect::of(f),
@@ -844,13 +968,14 @@ async fn read_prior(
     let path = plan.work_path("prior.json");
     let tree = work_tree(dst, &repo.dest).await?;
     let f = tree
+        .files
         .iter()
         .find(|f| f.path == path)
         .ok_or_else(|| HubError::EntryNotFound {
             repo: format!("{}@{WORK_BRANCH}", repo.dest),
             file: path.clone(),
         })?;
-    let data = read_work_file(dst, &repo.dest, f, &work.dir).await?;
+    let data = read_work_file(dst, &repo.dest, &tree, f, &work.dir, MAX_WORK_FILE_BYTES).await?;
     let got = hex::encode(sha2::Sha256::digest(&data));
     if &got != want {
         return Err(HubError::Integrity {
@@ -891,19 +1016,23 @@ pub async fn commit_plan(
             Err(e) => failed.push((r, e)),
         }
     }
+    // Each failure named; the first returned as it is (its kind and hint).
     let n = failed.len();
+    for (r, e) in failed.iter().skip(1) {
+        (opts.notes)(&format!("{}: not committed: {e}", plan.repos[*r].dest));
+    }
     match failed.into_iter().next() {
         None => Ok(out),
-        Some((_, e)) if n == 1 => Err(e),
-        Some((r, e)) => Err(HubError::invalid(
-            "plan",
-            &plan.id,
-            format!(
-                "{n} of the {} mirrors could not be committed (the others were); the first, {}: {e}",
-                plan.repos.len(),
-                plan.repos[r].dest
-            ),
-        )),
+        Some((r, e)) => {
+            if n > 1 {
+                (opts.notes)(&format!(
+                    "{n} of the {} mirrors were not committed (the others were); the first, {}:",
+                    plan.repos.len(),
+                    plan.repos[r].dest
+                ));
+            }
+            Err(e)
+        }
     }
 }
 
@@ -928,8 +1057,22 @@ async fn commit_repo(
         work.remove();
         return Ok(report);
     }
+    let now = mirrored_commit(dst, &p.dest, &work).await?;
+    if !o.force && now.is_some() && now != plan.repos[r].dest_was {
+        return Err(HubError::DestinationTaken {
+            dest: p.dest.clone(),
+            reason: format!(
+                "mirrors {} at commit {} now, not what it held when plan {} was made; \
+                 committing would replace that mirror with this plan's (commit {})",
+                o.src,
+                now.unwrap_or_default(),
+                plan.id,
+                p.commit
+            ),
+        });
+    }
     let tree = work_tree(dst, &p.dest).await?;
-    let at: HashMap<&str, &RepoFile> = tree.iter().map(|f| (f.path.as_str(), f)).collect();
+    let at: HashMap<&str, &RepoFile> = tree.files.iter().map(|f| (f.path.as_str(), f)).collect();
     let units: Vec<usize> = (0..plan.units.len())
         .filter(|&u| plan.units[u].repo == r)
         .collect();
@@ -957,18 +1100,22 @@ async fn commit_repo(
     let mut uploads = Vec::new();
     for &u in &units {
         let f = at[plan.work_path(&format!("units/{u}.json")).as_str()];
-        let data = read_work_file(dst, &p.dest, f, &work.dir).await?;
+        let data = read_work_file(dst, &p.dest, &tree, f, &work.dir, MAX_WORK_FILE_BYTES).await?;
         let res: UnitResult = serde_json::from_slice(&data)
             .map_err(|e| HubError::invalid("unit result", &f.path, format!("{e}")))?;
         let files = &plan.units[u].files;
-        if res.plan != plan.id || res.unit != u || res.files.len() != files.len() {
+        if res.plan != plan.id
+            || res.unit != u
+            || res.files.len() != files.len()
+            || res.stored_sha256.len() != files.len()
+        {
             return Err(HubError::invalid(
                 "unit result",
                 &f.path,
                 "is not the result of this unit",
             ));
         }
-        for (&i, e) in files.iter().zip(res.files) {
+        for ((&i, e), sha) in files.iter().zip(res.files).zip(&res.stored_sha256) {
             check_entry(&p.files[i], &p.names[i].0, &e, &f.path)?;
             let stored = plan.work_path(&format!("out/{}", e.archive));
             let Some(s) = at.get(stored.as_str()) else {
@@ -977,7 +1124,24 @@ async fn commit_repo(
                     file: stored,
                 });
             };
-            let up = stored_file(dst, &p.dest, s, &e, &work).await?;
+            let up = stored_file(dst, &p.dest, &tree, s, &e, &work).await?;
+            // What is published is what the worker proved: the stored
+            // file's SHA-256 as its result says, and a file stored as it is
+            // is the source's bytes.
+            let got = up.hashes.sha256_hex();
+            if got != *sha || (e.encoding == Encoding::Identity && got != e.sha256) {
+                return Err(HubError::Integrity {
+                    repo: format!("{}@{WORK_BRANCH}", p.dest),
+                    file: s.path.clone(),
+                    what: "SHA-256",
+                    expected: if got != *sha {
+                        sha.clone()
+                    } else {
+                        e.sha256.clone()
+                    },
+                    actual: got,
+                });
+            }
             if s.lfs_sha256.is_some() {
                 objects.push(up);
             } else {
@@ -990,6 +1154,19 @@ async fn commit_repo(
     let rest: Vec<usize> = (0..p.files.len())
         .filter(|&i| entries[i].is_none())
         .collect();
+    if let Some(&i) = rest.iter().find(|&&i| p.names[i].1 != Encoding::Identity) {
+        // A repo that was up to date when planned has no units: its
+        // mirror changed since. Compressing here would not be this plan.
+        return Err(HubError::invalid(
+            "plan",
+            &plan.id,
+            format!(
+                "{} of {} has no unit's result (its mirror {} changed since the plan was made): \
+                 make the plan again",
+                p.files[i].path, o.src, p.dest
+            ),
+        ));
+    }
     if !rest.is_empty() {
         let (checked, got) = download_sources(src, &o, &p, &work, &rest).await?;
         report.downloaded_bytes = got;
@@ -1055,6 +1232,7 @@ fn check_entry(f: &RepoFile, archive: &str, e: &FileEntry, at: &str) -> Result<(
 async fn stored_file(
     dst: &HubClient,
     dest: &str,
+    tree: &WorkTree,
     s: &RepoFile,
     e: &FileEntry,
     work: &Work,
@@ -1083,7 +1261,7 @@ async fn stored_file(
     let local = work.out.join(&e.archive);
     dst.download_file(
         dest,
-        WORK_BRANCH,
+        &tree.at,
         &s.path,
         &local,
         &Expect::of(s),
@@ -1162,11 +1340,11 @@ pub async fn plan_status(
             status.uncommitted.push(repo.dest.clone());
         }
         let tree = work_tree(dst, &repo.dest).await?;
-        let done = units_done(dst, plan, &repo.dest).await?;
+        let done = done_in(&tree, &plan.work_path("units/"));
         let mut flying: HashMap<usize, String> = HashMap::new();
         let markers = plan.work_path("workers/");
-        for f in tree.iter().filter(|f| f.path.starts_with(&markers)) {
-            let data = read_work_file(dst, &repo.dest, f, &dir).await?;
+        for f in tree.files.iter().filter(|f| f.path.starts_with(&markers)) {
+            let data = read_work_file(dst, &repo.dest, &tree, f, &dir, MAX_MARKER_BYTES).await?;
             if let Ok(m) = serde_json::from_slice::<Marker>(&data)
                 && let Some(u) = m.unit
             {
@@ -1218,6 +1396,7 @@ mod tests {
                 .collect(),
             prior_sha256: None,
             up_to_date: false,
+            dest_was: None,
         }
     }
 
@@ -1270,8 +1449,10 @@ mod tests {
         all.sort_unstable();
         assert_eq!(all, (0..8).collect::<Vec<_>>());
         assert!(shares.iter().all(|s| s.is_sorted()));
-        // More workers than units: the rest have nothing to do.
-        assert_eq!(plan.shares(10).iter().filter(|s| s.is_empty()).count(), 2);
+        // More workers than units: the rest have nothing to do, and a huge
+        // N allocates nothing for them.
+        assert_eq!(plan.shares(10).len(), 8);
+        assert!(plan.share(9, 10).is_empty() && plan.share(7, usize::MAX).len() == 1);
         assert_eq!(plan.shares(1), [(0..8).collect::<Vec<_>>()]);
     }
 }
