@@ -42,6 +42,24 @@ fn many_shards(dir: &Path) -> PathBuf {
     ] {
         copy(&t.join("tfjs").join(f), &format!("tfjs/{f}"));
     }
+    // The same manifest naming its shards in a folder below it: a worker
+    // holds such a shard in a folder the manifest's is not.
+    let mut m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(t.join("tfjs/model.json")).unwrap()).unwrap();
+    for group in m["weightsManifest"].as_array_mut().unwrap() {
+        for p in group["paths"].as_array_mut().unwrap() {
+            *p = serde_json::json!(format!("w/{}", p.as_str().unwrap()));
+        }
+    }
+    std::fs::create_dir_all(src.join("tfjs-below/w")).unwrap();
+    std::fs::write(src.join("tfjs-below/model.json"), m.to_string()).unwrap();
+    for f in [
+        "group1-shard1of3.bin",
+        "group1-shard2of3.bin",
+        "group1-shard3of3.bin",
+    ] {
+        copy(&t.join("tfjs").join(f), &format!("tfjs-below/w/{f}"));
+    }
     for f in ["silero_vad_half.onnx", "silero_vad_half.onnx_data"] {
         copy(&t.join("onnx-external").join(f), &format!("onnx/{f}"));
     }
@@ -200,6 +218,13 @@ async fn a_plan_run_by_workers_one_killed_equals_the_one_machine_mirror() {
             .spawn()
             .unwrap()
     };
+    // Worker 0's work folder is reached through a symlink: the files it
+    // codes must be described as the one machine describes them.
+    #[cfg(unix)]
+    {
+        std::fs::create_dir_all(w("real-w0")).unwrap();
+        std::os::unix::fs::symlink(w("real-w0"), w("w0")).unwrap();
+    }
     let (a, b) = (worker("0", "w0"), worker("1", "w1"));
     let mut reports = Vec::new();
     for c in [a, b] {
@@ -227,9 +252,77 @@ async fn a_plan_run_by_workers_one_killed_equals_the_one_machine_mirror() {
     assert_eq!(built + before, units);
     assert_eq!(count(&status("s2"), "done"), units as usize);
 
+    // A unit result on the work branch that names other stored bytes than
+    // those there is refused, and nothing is committed.
+    let c = client(&url, None);
+    let id = v["plan"].as_str().unwrap();
+    let result_path = format!("brevis.work/{id}/units/0.json");
+    let original = tmp.path().join("unit-0.json");
+    let none = brevis_hub::Expect::default();
+    c.download_file(
+        "org/many-brevis",
+        "brevis-work",
+        &result_path,
+        &original,
+        &none,
+        &brevis_core::NoProgress,
+    )
+    .await
+    .unwrap();
+    let mut forged: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&original).unwrap()).unwrap();
+    forged["stored_sha256"][0] = serde_json::json!("0".repeat(64));
+    let put = |data: Vec<u8>| {
+        let local = tmp.path().join("put.json");
+        std::fs::write(&local, &data).unwrap();
+        brevis_hub::UploadFile {
+            path_in_repo: result_path.clone(),
+            hashes: brevis_hub::hashing::hash_file(&local, true).unwrap(),
+            local,
+        }
+    };
+    let up = put(serde_json::to_vec(&forged).unwrap());
+    c.upload_files(
+        "org/many-brevis",
+        "brevis-work",
+        "forge",
+        &[up],
+        &[],
+        std::sync::Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+    let refused = Command::new(bin())
+        .args(["mirror", "--plan", p, "--commit", "--endpoint", &url])
+        .args(["--work-dir", w("c-forged").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("SHA-256"), "{err}");
+    assert!(
+        c.repo_info("org/many-brevis", "main").await.is_err()
+            || c.list_files("org/many-brevis", "main")
+                .await
+                .unwrap()
+                .iter()
+                .all(|f| f.path == ".gitattributes"),
+        "a refused commit published files"
+    );
+    let up = put(std::fs::read(&original).unwrap());
+    c.upload_files(
+        "org/many-brevis",
+        "brevis-work",
+        "restore",
+        &[up],
+        &[],
+        std::sync::Arc::new(brevis_core::NoProgress),
+    )
+    .await
+    .unwrap();
+
     // The commit, then the same mirror as the one machine made.
     hub(&url, &w("c1"), &["-q", "mirror", "--plan", p, "--commit"]);
-    let c = client(&url, None);
     let one = c.list_files("org/one", "main").await.unwrap();
     let scaled = c.list_files("org/many-brevis", "main").await.unwrap();
     let paths = |t: &[brevis_hub::RepoFile]| t.iter().map(|f| f.path.clone()).collect::<Vec<_>>();
