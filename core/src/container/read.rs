@@ -203,11 +203,20 @@ impl<R: ReadAt> Archive<R> {
             .regions
             .get(r)
             .ok_or_else(|| DecodeError::damaged(format!("segment {s} has no region {r}")))?;
-        let mut body = vec![0u8; reg.body_len as usize];
-        self.src
-            .read_exact_at(reg.body_offset, &mut body)
-            .map_err(io_err)?;
-        let node = wire::read_exact(&body)?;
+        // Borrowed where the archive is in memory: no copy, no zeroed buffer.
+        let read;
+        let body = match self.src.slice_at(reg.body_offset, reg.body_len as usize) {
+            Some(b) => b,
+            None => {
+                let mut buf = vec![0u8; reg.body_len as usize];
+                self.src
+                    .read_exact_at(reg.body_offset, &mut buf)
+                    .map_err(io_err)?;
+                read = buf;
+                &read[..]
+            }
+        };
+        let node = wire::read_exact(body)?;
         let want = seg.region_len(r);
         if node.width() != seg.desc.width() || node.len() != want {
             return Err(DecodeError::corrupt(format!(

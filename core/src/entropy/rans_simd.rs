@@ -18,7 +18,7 @@
 
 // One file past 800 lines: the AVX-512 and AVX2 kernels share `x86`'s helpers and SAFETY rules.
 
-use super::rans::{EncSym, Model};
+use super::rans::{EncSym, Model, Packed};
 
 const _: () = assert!(std::mem::size_of::<EncSym>() == 16);
 
@@ -63,7 +63,7 @@ pub(super) enum Ctx<'a> {
 pub(super) fn decode(
     simd: Simd,
     model: &Model,
-    packed: &[Vec<u32>],
+    packed: &Packed,
     x: &mut [u32; LANES],
     data: &[u8],
     pos: &mut usize,
@@ -134,7 +134,7 @@ fn avx512_encode(simd: Simd) -> bool {
 #[cfg(all(feature = "unsafe-fast", target_arch = "x86_64"))]
 #[allow(unsafe_code)]
 mod x86 {
-    use super::{Ctx, LANES, Model};
+    use super::{Ctx, LANES, Model, Packed};
     use crate::entropy::rans::STAGE_ROUNDS;
     use crate::entropy::table::{PROB_BITS, PROB_SCALE};
     use std::arch::x86_64::*;
@@ -148,7 +148,7 @@ mod x86 {
     pub(super) fn decode(
         avx512: bool,
         model: &Model,
-        packed: &[Vec<u32>],
+        packed: &Packed,
         x: &mut [u32; LANES],
         data: &[u8],
         pos: &mut usize,
@@ -162,7 +162,7 @@ mod x86 {
         });
         let q = out.len() / LANES;
         if let Ctx::None = ctx {
-            let t = &packed[0];
+            let t = packed.table(0);
             assert_eq!(t.len(), PROB_SCALE as usize);
             // SAFETY: the CPU has AVX-512F or AVX2 as `avx512` says
             // (checked above); the arguments meet the loops' conditions
@@ -177,8 +177,8 @@ mod x86 {
         }
         // Every table is PROB_SCALE entries: a slot (< PROB_SCALE) plus a
         // table's offset stays inside `flat`.
-        let flat: Vec<u32> = packed.iter().flatten().copied().collect();
-        assert_eq!(flat.len(), packed.len() * PROB_SCALE as usize);
+        let flat = packed.flat();
+        assert_eq!(flat.len(), model.tables.len() * PROB_SCALE as usize);
         let offsets: [u32; 256] = std::array::from_fn(|c| model.map[c] as u32 * PROB_SCALE);
         assert!(
             offsets
@@ -191,9 +191,9 @@ mod x86 {
         // SAFETY: as above.
         unsafe {
             if avx512 {
-                run(&flat, &offsets, ctx, q, x, data, pos, out)
+                run(flat, &offsets, ctx, q, x, data, pos, out)
             } else {
-                run_avx2(&flat, &offsets, ctx, q, x, data, pos, out)
+                run_avx2(flat, &offsets, ctx, q, x, data, pos, out)
             }
         }
     }

@@ -212,7 +212,7 @@ pub(crate) fn decode<W: Word>(
     let quads = n / LANES;
     if !previous && sibling.is_none() {
         // Four independent states in registers: the lookups overlap.
-        let t = &packed[0][..];
+        let t = packed.table(0);
         for _ in 0..quads {
             let a = step!(t, x0);
             let b = step!(t, x1);
@@ -229,7 +229,7 @@ pub(crate) fn decode<W: Word>(
         }
     } else if let Some(sib) = sibling {
         let by_ctx: Vec<&[u32]> = (0..256)
-            .map(|c| &packed[model.map[c] as usize][..])
+            .map(|c| packed.table(model.map[c] as usize))
             .collect();
         let tbl = |i: usize| by_ctx[(sib[i].to_u64() as usize).min(255)];
         for q in 0..quads {
@@ -250,7 +250,7 @@ pub(crate) fn decode<W: Word>(
     } else {
         // One indirection per symbol: the table of each context value.
         let by_ctx: Vec<&[u32]> = (0..256)
-            .map(|c| &packed[model.map[c] as usize][..])
+            .map(|c| packed.table(model.map[c] as usize))
             .collect();
         let tbl = |c: W| by_ctx[c.to_u64() as usize & 0xFF];
         let mut prev = W::default();

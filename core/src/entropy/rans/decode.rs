@@ -131,7 +131,7 @@ fn steps<W: Word, const N: usize>(
     let mut pos = 4 * N;
     let packed = model.packed();
     let by_ctx: Vec<&[u32]> = (0..256)
-        .map(|c| &packed[model.map[c] as usize][..])
+        .map(|c| packed.table(model.map[c] as usize))
         .collect();
     let q = n / N;
     // Rounds of N symbols the vector decoder took.
@@ -150,7 +150,7 @@ fn steps<W: Word, const N: usize>(
         }
     }
     if sibling.is_none() && !previous {
-        let t = &packed[0][..];
+        let t = packed.table(0);
         for chunk in o[done * N..].chunks_exact_mut(N) {
             for l in 0..N {
                 chunk[l] = W::from_u64(step!(t, x[l], data, pos) as u64);

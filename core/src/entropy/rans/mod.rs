@@ -73,8 +73,11 @@ fn for_each_previous<const N: usize>(syms: &[u8], mut f: impl FnMut(usize, u8)) 
 /// filled one symbol's run of slots at a time. An empty table (used by no
 /// context of a valid payload) reads symbol 0 with frequency 1 everywhere:
 /// whatever a corrupt payload decodes with it, the region checksum rejects.
-fn pack_table(t: &FreqTable) -> Vec<u32> {
-    let mut out = vec![0u32; PROB_SCALE as usize];
+fn pack_table(t: &FreqTable, out: &mut Vec<u32>) {
+    let end = out.len() + PROB_SCALE as usize;
+    // The symbols' slots follow one another from 0 (`cum` is the running
+    // sum of `freq`): appended in order, nothing is written twice and no
+    // zeroed buffer is written over.
     for s in 0..256 {
         let f = t.freq[s] as u32;
         if f == 0 {
@@ -82,9 +85,33 @@ fn pack_table(t: &FreqTable) -> Vec<u32> {
         }
         let start = t.cum[s] as u32;
         let e = s as u32 | (f - 1) << 8 | (start & 0xFFF) << 20;
-        out[start as usize..(start + f) as usize].fill(e);
+        out.extend(std::iter::repeat_n(e, f as usize));
     }
-    out
+    // A table summing to less (the empty table) ends in zeros; never more
+    // than its own slots.
+    out.resize(end, 0);
+}
+
+/// Decoder lookup tables (see `pack_table`), [`PROB_SCALE`] entries each,
+/// one after another in one buffer.
+pub(crate) struct Packed(Vec<u32>);
+
+impl Packed {
+    /// Table `i`.
+    pub fn table(&self, i: usize) -> &[u32] {
+        let n = PROB_SCALE as usize;
+        &self.0[i * n..(i + 1) * n]
+    }
+
+    /// Every table, table `i` at `i * PROB_SCALE` (the vector decoder's
+    /// view).
+    #[cfg_attr(
+        not(all(feature = "unsafe-fast", target_arch = "x86_64")),
+        allow(dead_code)
+    )]
+    pub fn flat(&self) -> &[u32] {
+        &self.0
+    }
 }
 
 /// Symbol counts per context: one histogram for order 0; for the context
@@ -280,9 +307,13 @@ impl Model {
         Ok(Model { map, own, tables })
     }
 
-    /// Decoder lookup tables, one per context value.
-    pub fn packed(&self) -> Vec<Vec<u32>> {
-        self.tables.iter().map(pack_table).collect()
+    /// Decoder lookup tables, one per table of the model.
+    pub fn packed(&self) -> Packed {
+        let mut out = Vec::with_capacity(self.tables.len() * PROB_SCALE as usize);
+        for t in &self.tables {
+            pack_table(t, &mut out);
+        }
+        Packed(out)
     }
 }
 
