@@ -383,28 +383,46 @@ pub(crate) fn decode<W: Word>(
     // A slot of no code has length 0: it consumes nothing, and is reported
     // once the stream ends.
     let mut bad = false;
-    // One code: its symbol out, its bits consumed.
-    let mut step = |acc: &mut u64, nacc: &mut u32| {
+    // One code: its symbol, its bits consumed.
+    let mut step = |acc: &mut u64, nacc: &mut u32| -> W {
         let e = table[(*acc & mask) as usize];
         let l = (e >> 8) as u32;
         bad |= l == 0;
-        out.push(W::from_u64((e & 0xFF) as u64));
         *acc >>= l;
         *nacc -= l;
+        W::from_u64((e & 0xFF) as u64)
     };
+    // Symbols go to a small block on the stack, then to `out` a block at a
+    // time: a push a symbol would reload and store the vector's length
+    // each time.
+    const BLOCK: usize = 256;
+    let mut block = [W::default(); BLOCK];
     let mut left = n;
     // Four symbols a refill while eight bytes of data remain: one
     // unaligned load tops the accumulator up to 56-63 valid bits (the
     // bytes it takes only in part are taken again, whole, by the next
     // load), enough for four codes of at most MAX_LEN bits.
     const _: () = assert!(4 * MAX_LEN <= 56);
+    while left >= BLOCK && pos + 8 * BLOCK / 4 <= data.len() {
+        for quad in block.chunks_exact_mut(4) {
+            let word: [u8; 8] = data[pos..pos + 8].try_into().expect("eight bytes");
+            acc |= u64::from_le_bytes(word) << nacc;
+            pos += (63 - nacc as usize) >> 3;
+            nacc |= 56;
+            for o in quad {
+                *o = step(&mut acc, &mut nacc);
+            }
+        }
+        out.extend_from_slice(&block);
+        left -= BLOCK;
+    }
     while left >= 4 && pos + 8 <= data.len() {
         let word: [u8; 8] = data[pos..pos + 8].try_into().expect("eight bytes");
         acc |= u64::from_le_bytes(word) << nacc;
         pos += (63 - nacc as usize) >> 3;
         nacc |= 56;
         for _ in 0..4 {
-            step(&mut acc, &mut nacc);
+            out.push(step(&mut acc, &mut nacc));
         }
         left -= 4;
     }
@@ -416,7 +434,7 @@ pub(crate) fn decode<W: Word>(
             nacc += 8;
             pos += 1;
         }
-        step(&mut acc, &mut nacc);
+        out.push(step(&mut acc, &mut nacc));
     }
     if bad {
         return Err(DecodeError::corrupt("huffman: invalid code"));
