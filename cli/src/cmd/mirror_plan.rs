@@ -246,6 +246,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_source_list_takes_one_repo_a_line_and_skips_comments() {
+        let dir = std::env::temp_dir().join(format!("brevis-sources-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("repos.txt");
+        std::fs::write(&p, "# the org\norg/a\n\n  org/b   # big\n#org/c\n").unwrap();
+        assert_eq!(read_sources(&p).unwrap(), ["org/a", "org/b"]);
+        assert!(read_sources(&dir.join("missing.txt")).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn worker_indices_are_checked() {
         assert_eq!(worker_index("0/4").unwrap(), (0, 4));
         assert_eq!(worker_index("3/4").unwrap(), (3, 4));
