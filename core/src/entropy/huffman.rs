@@ -403,12 +403,15 @@ pub(crate) fn decode<W: Word>(
     // bytes it takes only in part are taken again, whole, by the next
     // load), enough for four codes of at most MAX_LEN bits.
     const _: () = assert!(4 * MAX_LEN <= 56);
+    let refill = |acc: &mut u64, nacc: &mut u32, pos: &mut usize| {
+        let word: [u8; 8] = data[*pos..*pos + 8].try_into().expect("eight bytes");
+        *acc |= u64::from_le_bytes(word) << *nacc;
+        *pos += (63 - *nacc as usize) >> 3;
+        *nacc |= 56;
+    };
     while left >= BLOCK && pos + 8 * BLOCK / 4 <= data.len() {
         for quad in block.chunks_exact_mut(4) {
-            let word: [u8; 8] = data[pos..pos + 8].try_into().expect("eight bytes");
-            acc |= u64::from_le_bytes(word) << nacc;
-            pos += (63 - nacc as usize) >> 3;
-            nacc |= 56;
+            refill(&mut acc, &mut nacc, &mut pos);
             for o in quad {
                 *o = step(&mut acc, &mut nacc);
             }
@@ -417,10 +420,7 @@ pub(crate) fn decode<W: Word>(
         left -= BLOCK;
     }
     while left >= 4 && pos + 8 <= data.len() {
-        let word: [u8; 8] = data[pos..pos + 8].try_into().expect("eight bytes");
-        acc |= u64::from_le_bytes(word) << nacc;
-        pos += (63 - nacc as usize) >> 3;
-        nacc |= 56;
+        refill(&mut acc, &mut nacc, &mut pos);
         for _ in 0..4 {
             out.push(step(&mut acc, &mut nacc));
         }

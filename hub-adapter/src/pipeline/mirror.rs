@@ -471,13 +471,10 @@ pub(super) async fn source_hashes(
 /// The files of `files` (held under `dir`) whose tensors another of them
 /// describes (TF.js shards beside their model.json, an ONNX model's
 /// external data). Only the describing files need be there (see
-/// `is_describer`): the rest are known by their sizes.
+/// `is_describer`): the rest are known by their sizes. `dir` is under a
+/// [`Work`] folder, whose path is canonical: a worker that has not fetched
+/// a file names it as one that has.
 pub(super) async fn sidecars(files: &[RepoFile], dir: &Path) -> Result<brevis_core::Sidecars> {
-    // Every path from the folder's canonical path: a worker that has not
-    // fetched a file names it as one that has (a work folder reached by a
-    // symlink or given relative must not change what is described).
-    std::fs::create_dir_all(dir).map_err(|e| HubError::io(dir, e))?;
-    let dir = &std::fs::canonicalize(dir).map_err(|e| HubError::io(dir, e))?;
     let describers: Vec<PathBuf> = files
         .iter()
         .filter(|f| is_describer(f))
