@@ -31,7 +31,7 @@
 # reports none, though it downloads its learning set: its stderr says how
 # many files); status = units done / all, by --status before the commit;
 # uploaded MB = workers' + commit's uploaded_bytes; work MB = bytes under brevis.work/<plan>/ on the
-# mirror's brevis-work branch before the commit (what plan + workers sent);
+# mirror's work branch brevis-work-<plan> before the commit (what plan + workers sent);
 # mirror bytes = the commit report's mirror_bytes.
 #
 # Example:
@@ -113,12 +113,12 @@ elif cmd == "commit":                 # FILE -> seconds downloaded uploaded mirr
     ms = d["mirrors"]
     print(d["seconds"], sum(m["downloaded_bytes"] for m in ms),
           sum(m["uploaded_bytes"] for m in ms), sum(m["mirror_bytes"] for m in ms))
-elif cmd == "workbytes":              # URL REPO PLANID -> bytes under brevis.work/PLANID/ on brevis-work
+elif cmd == "workbytes":              # URL REPO PLANID -> bytes under brevis.work/PLANID/ on brevis-work-PLANID
     url, repo, plan = args
     try:
-        t = tree(url, repo, "brevis-work")
+        t = tree(url, repo, f"brevis-work-{plan}")
     except Exception as e:
-        print(f"scale-flow: no brevis-work tree for {repo}: {e}", file=sys.stderr)
+        print(f"scale-flow: no brevis-work-{plan} tree for {repo}: {e}", file=sys.stderr)
         print("-"); sys.exit(0)
     print(sum(e.get("size", 0) for e in t
               if e.get("type") == "file" and e["path"].startswith(f"brevis.work/{plan}/")))

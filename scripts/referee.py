@@ -14,6 +14,8 @@ B the mirror) and sets HF_ENDPOINT to A and HF_HUB_DISABLE_XET=1.
       serves the mirror decoded on the fly
   (e) list_repo_refs of the source on A, and of the mirror and the decoded
       source on B: `main` at the commit model_info names, no tags
+  (h) create_branch and delete_branch on A (the scaled mirror's work
+      branch): the branch comes and goes, `main` cannot be deleted
 
 With --strict (the servers run `serve --strict`, like huggingface.co):
   (a) also checks that the safetensors file went up through the multipart
@@ -376,10 +378,34 @@ def main():
         return (f"429 with RateLimit {h.get('ratelimit')!r}, {h.get('ratelimit-policy')!r}; "
                 f"http_backoff waited {time.time() - t:.1f}s and got 200")
 
+    def h():
+        from huggingface_hub.utils import HfHubHTTPError
+
+        def names():
+            return sorted(b.name for b in api.list_repo_refs(repo).branches)
+
+        sha = api.model_info(repo).sha
+        api.create_branch(repo, branch="brevis-work-referee")
+        if names() != ["brevis-work-referee", "main"]:
+            raise AssertionError(f"after create_branch: {names()}")
+        api.delete_branch(repo, branch="brevis-work-referee")
+        if names() != ["main"]:
+            raise AssertionError(f"after delete_branch: {names()}")
+        try:
+            api.delete_branch(repo, branch="main")
+        except HfHubHTTPError as e:
+            refused = e.response.status_code
+        else:
+            raise AssertionError("delete_branch of main succeeded")
+        if names() != ["main"] or api.model_info(repo).sha != sha:
+            raise AssertionError(f"main moved: {names()}")
+        return f"branch created and deleted; deleting main refused ({refused})"
+
     check("a: create_repo + upload_folder", a)
     if args.strict:
         check("a2: one-PUT LFS file and an empty file (strict)", a2)
     check("b: snapshot_download round trip", b)
+    check("h: create_branch + delete_branch", h)
     if args.strict:
         check("f: hf_hub_download through the CDN redirect (strict)", f)
         if args.limited_endpoint:

@@ -2937,3 +2937,79 @@ async fn mirror_reports_no_object_present_on_a_fresh_destination() {
     assert_eq!(rep.lfs_objects_present, 0, "{rep:?}");
     srv.shutdown().await;
 }
+
+/// DELETE with a raw HTTP/1.1 request (`token`: sent as a bearer): the
+/// status code.
+async fn raw_delete(url: &str, path: &str, token: Option<&str>) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = url.trim_start_matches("http://");
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+    let auth = token
+        .map(|t| format!("authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let req = format!("DELETE {path} HTTP/1.1\r\nhost: {host}\r\n{auth}connection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    let text = String::from_utf8_lossy(&out);
+    text.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// `huggingface_hub`'s `delete_branch` (the scaled mirror's commit step
+/// deletes its work branch): the branch goes and nothing else; `main`,
+/// names that climb out, and writers without the token are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_deletes_a_branch_and_nothing_else() {
+    let tmp = tempfile::tempdir().unwrap();
+    let srv = serve(&tmp.path().join("s"), &[("org/model", &seed_dir())], |o| {
+        o.token("hf_writer")
+    })
+    .await;
+    let url = srv.url();
+    let c = client(&url, Some("hf_writer"));
+    for b in ["dev", "feat/x", "feat/y"] {
+        c.ensure_branch("org/model", b, "main").await.unwrap();
+    }
+    let main = c.repo_info("org/model", "main").await.unwrap().sha;
+    let names = |refs: serde_json::Value| -> Vec<String> {
+        refs["branches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // No token, a wrong token: refused, nothing deleted.
+    let path = "/api/models/org/model/branch/dev";
+    assert_eq!(raw_delete(&url, path, None).await, 401);
+    assert_eq!(raw_delete(&url, path, Some("hf_other")).await, 401);
+    // Names that are no branch, or climb out of the store.
+    for (p, want) in [
+        ("/api/models/org/model/branch/main", 403),
+        ("/api/models/org/model/branch/..%2F..%2F..%2Fx", 400),
+        ("/api/models/org/model/branch/refs%2Fheads%2Fdev", 400),
+        ("/api/models/org/model/branch/feat", 404),
+        ("/api/models/org/model/branch/nope", 404),
+        ("/api/models/org/nope/branch/dev", 404),
+        ("/api/models/org/model/branch/%2E%2E", 400),
+    ] {
+        assert_eq!(raw_delete(&url, p, Some("hf_writer")).await, want, "{p}");
+    }
+    let (_, refs) = get_refs(&url, "org/model", "").await;
+    assert_eq!(names(refs), ["dev", "feat/x", "feat/y", "main"]);
+    // Deleted, and deleted again: not there.
+    assert!(c.delete_branch("org/model", "feat/x").await.unwrap());
+    assert!(!c.delete_branch("org/model", "feat/x").await.unwrap());
+    assert!(c.delete_branch("org/model", "main").await.is_err());
+    let (_, refs) = get_refs(&url, "org/model", "").await;
+    assert_eq!(names(refs), ["dev", "feat/y", "main"]);
+    assert!(c.delete_branch("org/model", "feat/y").await.unwrap());
+    assert!(c.delete_branch("org/model", "dev").await.unwrap());
+    let (_, refs) = get_refs(&url, "org/model", "").await;
+    assert_eq!(names(refs), ["main"]);
+    // main is where it was; a name freed is a branch again.
+    assert_eq!(c.repo_info("org/model", "main").await.unwrap().sha, main);
+    c.ensure_branch("org/model", "feat", "main").await.unwrap();
+    assert!(c.delete_branch("org/model", "feat").await.unwrap());
+    srv.shutdown().await;
+}

@@ -256,12 +256,13 @@ async fn a_plan_run_by_workers_one_killed_equals_the_one_machine_mirror() {
     // those there is refused, and nothing is committed.
     let c = client(&url, None);
     let id = v["plan"].as_str().unwrap();
+    let work_branch = format!("brevis-work-{id}");
     let result_path = format!("brevis.work/{id}/units/0.json");
     let original = tmp.path().join("unit-0.json");
     let none = brevis_hub::Expect::default();
     c.download_file(
         "org/many-brevis",
-        "brevis-work",
+        &work_branch,
         &result_path,
         &original,
         &none,
@@ -284,7 +285,7 @@ async fn a_plan_run_by_workers_one_killed_equals_the_one_machine_mirror() {
     let up = put(serde_json::to_vec(&forged).unwrap());
     c.upload_files(
         "org/many-brevis",
-        "brevis-work",
+        &work_branch,
         "forge",
         &[up],
         &[],
@@ -312,7 +313,7 @@ async fn a_plan_run_by_workers_one_killed_equals_the_one_machine_mirror() {
     let up = put(std::fs::read(&original).unwrap());
     c.upload_files(
         "org/many-brevis",
-        "brevis-work",
+        &work_branch,
         "restore",
         &[up],
         &[],
@@ -358,6 +359,22 @@ async fn a_plan_run_by_workers_one_killed_equals_the_one_machine_mirror() {
             assert_eq!(a, b, "{} differs", a.path);
         }
     }
+    // The work branch went with the commit; a worker run again finds the
+    // mirror made and does nothing.
+    assert!(
+        matches!(
+            c.repo_info("org/many-brevis", &work_branch).await,
+            Err(brevis_hub::HubError::RevisionNotFound { .. })
+        ),
+        "the work branch is left after the commit"
+    );
+    let late = hub(
+        &url,
+        &w("late"),
+        &["mirror", "--plan", p, "--worker", "0/2", "--json"],
+    );
+    let late: serde_json::Value = serde_json::from_str(&late).unwrap();
+    assert_eq!(late["units_built"], 0, "{late}");
     // A second commit finds the mirror made; the status says so.
     let again = hub(
         &url,

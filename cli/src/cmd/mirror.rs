@@ -27,9 +27,10 @@ pub struct MirrorArgs {
     pub src: Vec<String>,
     /// Mirror at scale with a plan file. With SRC... (or --sources): write
     /// the plan of mirroring them (every repo resolved at a commit, its
-    /// prior learned and put on the mirror's `brevis-work` branch, its
-    /// compressed files cut into units). With --worker, --commit or
-    /// --status: run that step of it.
+    /// prior learned and put on the mirror's work branch
+    /// `brevis-work-<plan id>`, its compressed files cut into units). With
+    /// --worker, --commit or --status: run that step of it (--commit
+    /// deletes the work branch once the mirror is committed).
     #[arg(long, value_name = "PLAN.json")]
     pub plan: Option<PathBuf>,
     /// A file listing the source repos to plan, one per line (`#` starts a

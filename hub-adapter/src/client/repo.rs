@@ -271,6 +271,39 @@ impl HubClient {
         Ok(())
     }
 
+    /// Delete `branch` of `repo` (`huggingface_hub`'s `delete_branch`):
+    /// `false` if it was not there. `main` is never asked for.
+    pub async fn delete_branch(&self, repo: &str, branch: &str) -> Result<bool> {
+        check_repo_id(repo)?;
+        crate::paths::check_revision(branch)?;
+        if branch == "main" {
+            return Err(HubError::invalid(
+                "branch",
+                branch,
+                "is the default branch: never deleted",
+            ));
+        }
+        let url = format!(
+            "{}/api/models/{}/branch/{}",
+            self.endpoint,
+            repo,
+            crate::paths::encode(branch, false)
+        );
+        let resp = self
+            .send(repo, "delete branch", || {
+                Ok(self.request(Method::DELETE, &url))
+            })
+            .await?;
+        match check(resp, repo, None, Some(branch), "delete branch", self).await {
+            Ok(_) => Ok(true),
+            // A lost answer sent again finds it gone.
+            Err(HubError::RevisionNotFound { .. } | HubError::Http { status: 404, .. }) => {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Make sure `repo` exists (created with `private`, see
     /// [`HubClient::create_repo`]) and that this client may write to it,
     /// without changing it: a preupload of no files needs write access. A

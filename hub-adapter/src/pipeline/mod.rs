@@ -27,7 +27,7 @@ pub use pull::pull;
 pub use report::{MirrorReport, PullReport, VerifyEntry, VerifyReport, human};
 pub use scale::{
     MirrorPlan, PLAN_VERSION, PlanStatus, PlannedFile, PlannedRepo, Unit, UnitState, UnitStatus,
-    WORK_BRANCH, WorkerReport, commit_plan, make_plan, plan_status, run_worker,
+    WORK_BRANCH_PREFIX, WorkerReport, commit_plan, make_plan, plan_status, run_worker,
 };
 pub use verify::{verify_local, verify_mirror, verify_mirror_against};
 

@@ -3,14 +3,14 @@
 //!
 //! The destination Hub is the only store the machines share. The plan
 //! step learns each repo's prior (from the same files a one-machine
-//! `mirror` learns from, see `learning_set`) and puts it on a work branch
-//! of the mirror ([`WORK_BRANCH`]); each worker commits each unit's
-//! archives and its result there as it proves them (LFS objects are
-//! content-addressed: a unit sent twice costs nothing); the commit step
-//! checks every result and makes the mirror's `main` from them, with the
-//! same files and bytes a one-machine `mirror` of the same sources makes.
-//! Everything a run puts on the work branch is under
-//! `brevis.work/<plan id>/`, so two plans never mix.
+//! `mirror` learns from, see `learning_set`) and puts it on the plan's
+//! work branch of the mirror ([`MirrorPlan::work_branch`]); each worker
+//! commits each unit's archives and its result there as it proves them
+//! (LFS objects are content-addressed: a unit sent twice costs nothing);
+//! the commit step checks every result, makes the mirror's `main` from
+//! them, with the same files and bytes a one-machine `mirror` of the same
+//! sources makes, and deletes the work branch. Each plan has its own
+//! branch, so two plans never mix and deleting one loses no other's work.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -43,8 +43,9 @@ use super::{blocking, safe_name};
 /// The plan file's version.
 pub const PLAN_VERSION: u32 = 1;
 
-/// The branch of a mirror repo its plan's runs work on.
-pub const WORK_BRANCH: &str = "brevis-work";
+/// The start of the name of the branch of a mirror repo a plan's runs
+/// work on (`brevis-work-<plan id>`, see [`MirrorPlan::work_branch`]).
+pub const WORK_BRANCH_PREFIX: &str = "brevis-work-";
 
 /// The folder of the work branch each plan's files are under.
 const WORK_PREFIX: &str = "brevis.work";
@@ -377,6 +378,12 @@ impl MirrorPlan {
         o
     }
 
+    /// The branch of each mirror repo this plan's runs work on; the commit
+    /// step deletes it once the mirror is committed.
+    pub fn work_branch(&self) -> String {
+        format!("{WORK_BRANCH_PREFIX}{}", self.id)
+    }
+
     /// Where on the work branch the plan keeps `what`.
     fn work_path(&self, what: &str) -> String {
         format!("{WORK_PREFIX}/{}/{what}", self.id)
@@ -478,7 +485,8 @@ pub async fn make_plan(
         if r.up_to_date {
             continue;
         }
-        dst.ensure_branch(&r.dest, WORK_BRANCH, "main").await?;
+        dst.ensure_branch(&r.dest, &plan.work_branch(), "main")
+            .await?;
         if let Some(text) = prior {
             let dir = opts.work_dir.join(format!("plan-{}", plan.id));
             let local = dir.join(format!("{}.prior.json", safe_name(&r.dest)));
@@ -489,7 +497,7 @@ pub async fn make_plan(
                 local,
             };
             let summary = format!("Brevis plan {}: the prior of {}", plan.id, r.source);
-            commit_work(dst, &r.dest, &summary, &[up], opts).await?;
+            commit_work(dst, &plan, &r.dest, &summary, &[up], opts).await?;
             let _ = std::fs::remove_dir_all(&dir);
         }
     }
@@ -647,6 +655,7 @@ fn cut_units(repos: &[PlannedRepo], unit_bytes: u64) -> Vec<Unit> {
 /// the head), after a short random wait.
 async fn commit_work(
     dst: &HubClient,
+    plan: &MirrorPlan,
     repo: &str,
     summary: &str,
     files: &[UploadFile],
@@ -658,7 +667,7 @@ async fn commit_work(
         match dst
             .upload_files(
                 repo,
-                WORK_BRANCH,
+                &plan.work_branch(),
                 summary,
                 files,
                 &[],
@@ -679,7 +688,8 @@ async fn commit_work(
                 let cap = (100u64 << tries.min(10)).min(COMMIT_MAX_WAIT.as_millis() as u64);
                 let ms = 20 + u64::from(rand_u32()) % cap;
                 (opts.notes)(&format!(
-                    "{repo}: {WORK_BRANCH} moved under this commit: trying again in {ms} ms"
+                    "{repo}: {} moved under this commit: trying again in {ms} ms",
+                    plan.work_branch()
                 ));
                 tokio::time::sleep(Duration::from_millis(ms)).await;
             }
@@ -759,7 +769,27 @@ pub async fn run_worker(
         let work_name = format!("worker-{}-{}-{k}of{n}", plan.id, r);
         let _lock = lock_work(&o.work_dir, &work_name, &o.notes).await?;
         let work = Work::new(o.work_dir.join(&work_name))?;
-        let done = units_done(dst, plan, &p.dest).await?;
+        let tree = work_tree(dst, plan, &p.dest).await?;
+        if tree.at.is_empty() {
+            // No work branch: the commit step made the mirror and deleted
+            // it, or the plan step never made it.
+            if check_destination(dst, &o, &p, &work.dir).await?.is_some() {
+                (o.notes)(&format!("{}: committed already", p.dest));
+                report.units_done_before += units.len();
+                work.remove();
+                continue;
+            }
+            return Err(HubError::invalid(
+                "plan",
+                &plan.id,
+                format!(
+                    "{} has no work branch {}: make the plan again",
+                    p.dest,
+                    plan.work_branch()
+                ),
+            ));
+        }
+        let done = done_in(&tree, &plan.work_path("units/"));
         let todo: Vec<usize> = units
             .iter()
             .copied()
@@ -804,7 +834,7 @@ pub async fn run_worker(
         };
         let summary = format!("Brevis plan {}: worker {k}/{n} begins", plan.id);
         report.uploaded_bytes +=
-            commit_work(dst, &p.dest, &summary, &[marker(Some(todo[0]))?], &o).await?;
+            commit_work(dst, plan, &p.dest, &summary, &[marker(Some(todo[0]))?], &o).await?;
         for (t, &u) in todo.iter().enumerate() {
             let unit = &plan.units[u];
             (o.notes)(&format!(
@@ -845,7 +875,8 @@ pub async fn run_worker(
             });
             uploads.push(marker(todo.get(t + 1).copied())?);
             let summary = format!("Brevis plan {}: unit {u} of {}", plan.id, o.src);
-            report.uploaded_bytes += commit_work(dst, &p.dest, &summary, &uploads, &o).await?;
+            report.uploaded_bytes +=
+                commit_work(dst, plan, &p.dest, &summary, &uploads, &o).await?;
             (o.notes)(&format!("unit {u} done"));
             report.units_built += 1;
             report.source_bytes += unit.bytes;
@@ -865,12 +896,6 @@ pub async fn run_worker(
     Ok(report)
 }
 
-/// The units of `plan` whose results the work branch of `dest` holds.
-async fn units_done(dst: &HubClient, plan: &MirrorPlan, dest: &str) -> Result<HashSet<usize>> {
-    let prefix = plan.work_path("units/");
-    Ok(done_in(&work_tree(dst, dest).await?, &prefix))
-}
-
 /// The units whose results `tree` holds under `prefix` (`<prefix><u>.json`,
 /// `u` written as a plain number: `05.json` names no unit).
 fn done_in(tree: &WorkTree, prefix: &str) -> HashSet<usize> {
@@ -885,8 +910,8 @@ fn done_in(tree: &WorkTree, prefix: &str) -> HashSet<usize> {
 }
 
 /// The files of the work branch of `dest` (none when it does not exist).
-async fn work_tree(dst: &HubClient, dest: &str) -> Result<WorkTree> {
-    let at = match dst.repo_info(dest, WORK_BRANCH).await {
+async fn work_tree(dst: &HubClient, plan: &MirrorPlan, dest: &str) -> Result<WorkTree> {
+    let at = match dst.repo_info(dest, &plan.work_branch()).await {
         Ok(i) => i.sha,
         Err(HubError::RevisionNotFound { .. } | HubError::RepoNotFound { .. }) => {
             return Ok(WorkTree {
@@ -966,13 +991,13 @@ async fn read_prior(
         return Ok(None);
     };
     let path = plan.work_path("prior.json");
-    let tree = work_tree(dst, &repo.dest).await?;
+    let tree = work_tree(dst, plan, &repo.dest).await?;
     let f = tree
         .files
         .iter()
         .find(|f| f.path == path)
         .ok_or_else(|| HubError::EntryNotFound {
-            repo: format!("{}@{WORK_BRANCH}", repo.dest),
+            repo: format!("{}@{}", repo.dest, plan.work_branch()),
             file: path.clone(),
         })?;
     let data = read_work_file(dst, &repo.dest, &tree, f, &work.dir, MAX_WORK_FILE_BYTES).await?;
@@ -1054,6 +1079,9 @@ async fn commit_repo(
         report.up_to_date = true;
         report.mirror_bytes = current.mirror_bytes;
         report.files = current.files;
+        // Committed before (its branch left behind if that run stopped
+        // short of deleting it).
+        drop_work_branch(dst, plan, &p.dest, &o).await;
         work.remove();
         return Ok(report);
     }
@@ -1071,7 +1099,7 @@ async fn commit_repo(
             ),
         });
     }
-    let tree = work_tree(dst, &p.dest).await?;
+    let tree = work_tree(dst, plan, &p.dest).await?;
     let at: HashMap<&str, &RepoFile> = tree.files.iter().map(|f| (f.path.as_str(), f)).collect();
     let units: Vec<usize> = (0..plan.units.len())
         .filter(|&u| plan.units[u].repo == r)
@@ -1120,7 +1148,7 @@ async fn commit_repo(
             let stored = plan.work_path(&format!("out/{}", e.archive));
             let Some(s) = at.get(stored.as_str()) else {
                 return Err(HubError::EntryNotFound {
-                    repo: format!("{}@{WORK_BRANCH}", p.dest),
+                    repo: format!("{}@{}", p.dest, plan.work_branch()),
                     file: stored,
                 });
             };
@@ -1131,7 +1159,7 @@ async fn commit_repo(
             let got = up.hashes.sha256_hex();
             if got != *sha || (e.encoding == Encoding::Identity && got != e.sha256) {
                 return Err(HubError::Integrity {
-                    repo: format!("{}@{WORK_BRANCH}", p.dest),
+                    repo: format!("{}@{}", p.dest, plan.work_branch()),
                     file: s.path.clone(),
                     what: "SHA-256",
                     expected: if got != *sha {
@@ -1197,10 +1225,22 @@ async fn commit_repo(
         &mut report,
     )
     .await?;
+    drop_work_branch(dst, plan, &p.dest, &o).await;
     if !o.keep_work {
         work.remove();
     }
     Ok(report)
+}
+
+/// Delete the plan's work branch of the committed mirror `dest`: its units
+/// are on `main` now. A branch that cannot be deleted is left, and said.
+async fn drop_work_branch(dst: &HubClient, plan: &MirrorPlan, dest: &str, o: &MirrorOptions) {
+    let branch = plan.work_branch();
+    if let Err(e) = dst.delete_branch(dest, &branch).await {
+        (o.notes)(&format!(
+            "{dest}: the mirror is committed; its work branch {branch} is left ({e})"
+        ));
+    }
 }
 
 /// Refuse a unit's entry `e` (read from `at`) that is not of the source
@@ -1339,7 +1379,7 @@ pub async fn plan_status(
         } else {
             status.uncommitted.push(repo.dest.clone());
         }
-        let tree = work_tree(dst, &repo.dest).await?;
+        let tree = work_tree(dst, plan, &repo.dest).await?;
         let done = done_in(&tree, &plan.work_path("units/"));
         let mut flying: HashMap<usize, String> = HashMap::new();
         let markers = plan.work_path("workers/");

@@ -587,6 +587,7 @@ async fn dispatch(st: &Arc<State>, route: Route, uri: Uri, headers: HeaderMap, b
         Route::CreateBranch { repo, branch } => {
             write::create_branch(&st, access, &headers, &repo, &branch, body).await
         }
+        Route::DeleteBranch { repo, branch } => write::delete_branch(&st, access, &repo, &branch),
         Route::Commit { repo, rev } => {
             write::commit(&st, access, &headers, &repo, &rev, body).await
         }

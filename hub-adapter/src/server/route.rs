@@ -58,6 +58,13 @@ pub enum Route {
         /// The new branch's name.
         branch: Revision,
     },
+    /// `DELETE /api/models/{repo}/branch/{branch}`.
+    DeleteBranch {
+        /// The repo.
+        repo: RepoId,
+        /// The branch.
+        branch: Revision,
+    },
     /// `POST /api/models/{repo}/commit/{rev}`.
     Commit {
         /// The repo.
@@ -123,7 +130,7 @@ fn rev(parts: &[&str]) -> Result<Revision, RouteError> {
 }
 
 impl Route {
-    /// Route `method` (`GET`, `HEAD`, `POST`, `PUT`) and the raw (still
+    /// Route `method` (`GET`, `HEAD`, `POST`, `PUT`, `DELETE`) and the raw (still
     /// percent-encoded) `path`.
     pub fn parse(method: &str, path: &str) -> Result<Route, RouteError> {
         if path.len() > MAX_URL_PATH {
@@ -143,6 +150,7 @@ impl Route {
         let head = method == "HEAD";
         let post = method == "POST";
         let put = method == "PUT";
+        let delete = method == "DELETE";
         Ok(match s.as_slice() {
             ["api", "whoami-v2"] if get => Route::WhoAmI,
             ["api", "repos", "create"] if post => Route::CreateRepo,
@@ -173,12 +181,16 @@ impl Route {
                 repo: repo(ns, name)?,
                 rev: rev(r)?,
             },
-            ["api", "models", ns, name, "branch", b @ ..] if post && !b.is_empty() => {
+            ["api", "models", ns, name, "branch", b @ ..] if (post || delete) && !b.is_empty() => {
                 let repo = repo(ns, name)?;
                 let b = b.join("/");
                 match Revision::parse(&b) {
                     Ok(branch) if branch.commit_id().is_none() && !b.starts_with("refs/") => {
-                        Route::CreateBranch { repo, branch }
+                        if post {
+                            Route::CreateBranch { repo, branch }
+                        } else {
+                            Route::DeleteBranch { repo, branch }
+                        }
                     }
                     _ => return Err(RouteError::Branch(b)),
                 }
@@ -250,6 +262,13 @@ mod tests {
             route("GET", "/api/models/org/m/tree/main"),
             Ok(Route::Tree { prefix: None, .. })
         ));
+        assert_eq!(
+            route("DELETE", "/api/models/org/m/branch/brevis-work%2Fx"),
+            Ok(Route::DeleteBranch {
+                repo: RepoId::parse("org/m").unwrap(),
+                branch: Revision::parse("brevis-work/x").unwrap()
+            })
+        );
     }
 
     #[test]
@@ -291,6 +310,16 @@ mod tests {
             ),
             ("PUT", "/lfs-upload/org/m/x/part/0", RouteError::Part),
             ("DELETE", "/api/models/org/m", RouteError::NoEndpoint),
+            (
+                "DELETE",
+                "/api/models/org/m/branch/..%2F..%2Fsecret",
+                RouteError::Branch("../../secret".into()),
+            ),
+            (
+                "DELETE",
+                "/api/models/org/m/branch/refs%2Fheads%2Fmain",
+                RouteError::Branch("refs/heads/main".into()),
+            ),
         ] {
             assert_eq!(route(m, p), Err(want), "{m} {p}");
         }

@@ -472,6 +472,28 @@ impl Store {
         write_atomic(&p, oid.as_str().as_bytes())
     }
 
+    /// Remove a branch (its commits stay); `false` if there was none. The
+    /// folders a `a/b` name made are removed when they hold nothing else.
+    pub fn delete_head(&self, repo: &RepoId, branch: &Revision) -> Result<bool> {
+        let heads = self.repo_dir(repo).join("refs/heads");
+        let p = heads.join(branch.as_str());
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            // A folder `a` of branches `a/...` is no branch `a`.
+            Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => return Ok(false),
+            Err(e) => return Err(HubError::io(p, e)),
+        }
+        let mut dir = p.parent();
+        while let Some(d) = dir
+            && d != heads
+            && std::fs::remove_dir(d).is_ok()
+        {
+            dir = d.parent();
+        }
+        Ok(true)
+    }
+
     fn commit_path(&self, repo: &RepoId, oid: &CommitId) -> PathBuf {
         self.repo_dir(repo)
             .join("commits")

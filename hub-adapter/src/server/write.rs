@@ -199,6 +199,28 @@ pub(super) async fn create_branch(
     }
 }
 
+/// `DELETE /api/models/{repo}/branch/{branch}` (`huggingface_hub`'s
+/// `delete_branch`): the branch goes, its commits stay; `main` cannot be
+/// deleted; 404 if there is no such branch.
+pub(super) fn delete_branch(st: &State, access: Access, repo: &RepoId, branch: &Revision) -> Resp {
+    if let Err(r) = repo_writable(st, access, repo) {
+        return r;
+    }
+    if *branch == Revision::main() {
+        return error(
+            StatusCode::FORBIDDEN,
+            None,
+            "the default branch main cannot be deleted",
+        );
+    }
+    let _g = st.write_lock.lock().unwrap_or_else(|p| p.into_inner());
+    match st.store.delete_head(repo, branch) {
+        Ok(true) => json_resp(StatusCode::OK, &json!({})),
+        Ok(false) => rev_not_found(branch.as_str()),
+        Err(e) => internal(e),
+    }
+}
+
 pub(super) async fn preupload(
     st: &State,
     access: Access,
