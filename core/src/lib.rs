@@ -161,8 +161,10 @@ pub mod fuzzing {
 
 /// Version of the `.brv` format this crate writes (and the newest it reads).
 /// Version 2 added the 16-bit-renormalized rANS codecs (wire ids 7-10);
-/// version 3 their 32-state variants for long streams (ids 11-13).
-/// Version 1 and 2 archives still decode.
-pub const FORMAT_VERSION: u16 = 3;
+/// version 3 their 32-state variants for long streams (ids 11-13);
+/// version 4 regions of up to 32 MiB for segments of bytes, each one byte
+/// literal (32 MiB, `docs/FORMAT.md`). Archives of every earlier
+/// version still decode.
+pub const FORMAT_VERSION: u16 = 4;
 /// Oldest `.brv` format version this crate reads.
 pub const OLDEST_FORMAT_VERSION: u16 = 1;

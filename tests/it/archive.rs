@@ -374,6 +374,11 @@ fn golden_archives_decode() {
 /// `program` (serialized), with every checksum right: what a hostile file
 /// looks like once it is past the integrity checks, which are no MAC.
 fn forge_archive(original: &[u8], program: &[u8]) -> Vec<u8> {
+    forge_archive_v(brevis_core::FORMAT_VERSION, original, program)
+}
+
+/// [`forge_archive`] with the preamble's format version `version`.
+fn forge_archive_v(version: u16, original: &[u8], program: &[u8]) -> Vec<u8> {
     fn varint(out: &mut Vec<u8>, mut v: u64) {
         while v >= 0x80 {
             out.push(v as u8 | 0x80);
@@ -402,7 +407,7 @@ fn forge_archive(original: &[u8], program: &[u8]) -> Vec<u8> {
     let table = stored;
     let table_offset = brevis_core::fuzzing::PREAMBLE_LEN + program.len() as u64;
     let mut a = brevis_core::fuzzing::MAGIC.to_vec();
-    a.extend_from_slice(&brevis_core::FORMAT_VERSION.to_le_bytes());
+    a.extend_from_slice(&version.to_le_bytes());
     a.extend_from_slice(&[0, 0]);
     a.extend_from_slice(&n.to_le_bytes());
     a.extend_from_slice(&sha2::Sha256::digest(original));
@@ -444,6 +449,98 @@ fn repeat_of_nothing_is_rejected_quickly() {
         });
         assert!(r.is_ok(), "{what}: {}", r.unwrap_err());
     }
+}
+
+/// Format v4: a bytes segment's region may hold up to 32 MiB, and then it
+/// must be one byte literal (raw or zstd) and nothing else; a v3 archive
+/// keeps 4 MiB regions. Each refusal is a limit, before any output is made.
+#[test]
+fn regions_over_4_mib_are_v4_byte_literals_only() {
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    // Real bytes: the test checkpoints one after another, cut to 5 MiB.
+    let mut original = Vec::new();
+    for f in files_in_subdirs(&root().join("testdata"), |_| true) {
+        original.extend(std::fs::read(f).unwrap());
+    }
+    let n = 5usize << 20;
+    assert!(
+        original.len() >= n,
+        "testdata holds {} bytes",
+        original.len()
+    );
+    original.truncate(n);
+    let lit = |codec: u8, payload: &[u8]| {
+        let mut p = vec![1, 8]; // Lit u8
+        varint(&mut p, n as u64);
+        p.push(codec);
+        varint(&mut p, payload.len() as u64);
+        p.extend_from_slice(payload);
+        p
+    };
+    let raw = lit(0, &original);
+    let zstd = lit(6, &zstd::bulk::compress(&original, 3).unwrap());
+    for program in [&raw, &zstd] {
+        assert!(decompress(&forge_archive_v(4, &original, program)).unwrap() == original);
+        let Err(e) = decompress(&forge_archive_v(3, &original, program)) else {
+            panic!("a v3 archive decoded a region of 5 MiB");
+        };
+        assert!(e.to_string().contains("words per region"), "v3: {e}");
+    }
+    // Anything else that large: a constant, a byte literal of another
+    // codec, a literal under a Scan, two literals in a Concat.
+    let mut konst = vec![2, 8];
+    varint(&mut konst, n as u64);
+    konst.push(7);
+    let huffman = lit(2, &[0; 16]);
+    let mut scan = vec![7, 0];
+    scan.extend_from_slice(&raw);
+    let mut concat = vec![3, 8, 2]; // Concat u8 of two raw halves
+    for half in [&original[..n / 2], &original[n / 2..]] {
+        concat.extend_from_slice(&[1, 8]);
+        varint(&mut concat, half.len() as u64);
+        concat.push(0);
+        varint(&mut concat, half.len() as u64);
+        concat.extend_from_slice(half);
+    }
+    for (what, program) in [
+        ("const", konst),
+        ("huffman", huffman),
+        ("scan", scan),
+        ("concat", concat),
+    ] {
+        let e = decompress(&forge_archive_v(4, &original, &program)).unwrap_err();
+        assert!(
+            matches!(e, brevis_core::DecodeError::Limit { .. }),
+            "{what}: {e}"
+        );
+    }
+}
+
+/// The encoder codes a plain file of more than 4 MiB in one region of one
+/// zstd frame (format v4), and it decodes.
+#[test]
+fn a_plain_file_over_4_mib_is_one_region() {
+    let mut original = b"not a container\n".to_vec();
+    for f in files_in_subdirs(&root().join("testdata"), |_| true) {
+        original.extend(std::fs::read(f).unwrap());
+    }
+    original.truncate(6 << 20);
+    let archive = compress(&original, &CompressOptions::default()).unwrap();
+    let a = Archive::new(&archive[..]).unwrap();
+    assert_eq!(a.info().format_version, 4);
+    assert_eq!(a.segments().len(), 1);
+    assert_eq!(a.segments()[0].regions.len(), 1);
+    assert!(matches!(
+        program(&a, 0, 0).unwrap(),
+        Node::Lit { width: 8, n, .. } if n == original.len() as u64
+    ));
+    assert!(decompress(&archive).unwrap() == original);
 }
 
 /// A real checkpoint through the streaming API: `Encoder` (Write) makes

@@ -505,14 +505,20 @@ impl<R: ReadAt> Resolver for SegmentRefs<'_, R> {
             .filter(|&e| e <= seg.words())
             .ok_or_else(|| DecodeError::corrupt("reference past the end of its segment"))?;
         let mut words = Vec::with_capacity(n as usize);
+        let wb = seg.desc.dtype.word_bytes();
         let mut r = (offset / seg.region_words) as usize;
         while (words.len() as u64) < n {
             let start = r as u64 * seg.region_words;
             let bytes = self.archive.decode_region(s, r, false)?;
-            let w = crate::words::bytes_to_words(&bytes, width);
+            // Only the referenced words become words (a region may be far
+            // larger than the reference: 32 MiB of bytes).
             let lo = offset.saturating_sub(start) as usize;
-            let hi = (end - start).min(w.len() as u64) as usize;
-            words.extend_from_slice(&w[lo..hi]);
+            let hi = (end - start).min((bytes.len() / wb) as u64) as usize;
+            if lo >= hi {
+                return Err(DecodeError::corrupt("reference past its region"));
+            }
+            let w = crate::words::bytes_to_words(&bytes[lo * wb..hi * wb], width);
+            words.extend_from_slice(&w);
             r += 1;
         }
         Ok(words)

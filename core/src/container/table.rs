@@ -160,11 +160,12 @@ fn read_segment(
         )));
     }
     let region_words = r.varint()?;
-    if region_words == 0 || region_words > crate::dsl::MAX_NODE_WORDS {
+    let limit = max_region_words(pre.version, dtype);
+    if region_words == 0 || region_words > limit {
         return Err(DecodeError::Limit {
             what: "words per region",
             value: region_words,
-            limit: crate::dsl::MAX_NODE_WORDS,
+            limit,
         });
     }
     let nregions = r.varint()?;
@@ -186,6 +187,18 @@ fn read_segment(
         region_words,
         regions,
     })
+}
+
+/// The largest region of a segment of `dtype` in an archive of `version`:
+/// [`crate::dsl::MAX_NODE_WORDS`], and from version 4 on
+/// [`crate::dsl::MAX_BYTE_REGION_WORDS`] for segments of 8-bit words (whose
+/// larger regions can only be one byte literal, see [`crate::dsl::wire`]).
+pub(crate) fn max_region_words(version: u16, dtype: Dtype) -> u64 {
+    if version >= 4 && dtype.word_bytes() == 1 {
+        crate::dsl::MAX_BYTE_REGION_WORDS
+    } else {
+        crate::dsl::MAX_NODE_WORDS
+    }
 }
 
 /// A segment's kind and dtype, which must agree.

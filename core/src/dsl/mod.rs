@@ -29,6 +29,12 @@ pub use crate::words::mask;
 
 /// Largest number of words a node may produce (one region).
 pub const MAX_NODE_WORDS: u64 = 1 << 22;
+/// Largest region of a bytes segment (format v4+): a program that is one
+/// byte literal (`Lit` of width 8, codec `Raw` or `Zstd`, no parent) may
+/// produce this many words, 32 MiB, decoded straight to bytes. One zstd
+/// window sees a whole region, so plain files and long headers are not
+/// cut where 4 MiB regions would lose zstd's long matches.
+pub const MAX_BYTE_REGION_WORDS: u64 = 1 << 25;
 /// Largest sum of the word counts of all nodes of one program: bounds the
 /// memory an interpreter run may allocate (8 bytes a word).
 pub const MAX_PROGRAM_WORK: u64 = 1 << 24;

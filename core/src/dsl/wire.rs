@@ -5,7 +5,8 @@
 //! reading validates every type rule and limit before allocating.
 
 use super::{
-    MAX_DEPTH, MAX_NODE_WORDS, MAX_NODES, MAX_PROGRAM_WORK, MapOp, Node, ScanOp, Split, mask,
+    MAX_BYTE_REGION_WORDS, MAX_DEPTH, MAX_NODE_WORDS, MAX_NODES, MAX_PROGRAM_WORK, MapOp, Node,
+    ScanOp, Split, mask,
 };
 use crate::dtype::Dtype;
 use crate::entropy::{ByteReader, Codec, put_varint, varint_len};
@@ -231,11 +232,15 @@ fn width_ok(w: u8) -> Result<u8, DecodeError> {
 }
 
 fn count_ok(n: u64) -> Result<u64, DecodeError> {
-    if n > MAX_NODE_WORDS {
+    count_within(n, MAX_NODE_WORDS)
+}
+
+fn count_within(n: u64, limit: u64) -> Result<u64, DecodeError> {
+    if n > limit {
         Err(DecodeError::Limit {
             what: "words in one node",
             value: n,
-            limit: MAX_NODE_WORDS,
+            limit,
         })
     } else {
         Ok(n)
@@ -274,7 +279,28 @@ impl Reader<'_, '_> {
         }
         let tag = self.r.u8()?;
         let node = match tag {
-            T_LIT => self.lit(merge_index)?,
+            // A whole region that is one byte literal may be larger; it
+            // decodes to one byte a word (the work counts 8 bytes a word).
+            T_LIT if depth == 0 => {
+                let lit = self.lit(merge_index, MAX_BYTE_REGION_WORDS)?;
+                if let Node::Lit {
+                    width, n, codec, ..
+                } = &lit
+                    && *n > MAX_NODE_WORDS
+                {
+                    if *width != 8 || !matches!(codec, Codec::Raw | Codec::Zstd) {
+                        return Err(DecodeError::Limit {
+                            what: "words in one node",
+                            value: *n,
+                            limit: MAX_NODE_WORDS,
+                        });
+                    }
+                    self.account(n.div_ceil(8))?;
+                    return Ok(lit);
+                }
+                lit
+            }
+            T_LIT => self.lit(merge_index, MAX_NODE_WORDS)?,
             T_CONST => self.constant()?,
             T_CONCAT => self.concat(depth)?,
             T_REPEAT => self.repeat(depth)?,
@@ -289,9 +315,9 @@ impl Reader<'_, '_> {
         Ok(node)
     }
 
-    fn lit(&mut self, merge_index: Option<usize>) -> Result<Node, DecodeError> {
+    fn lit(&mut self, merge_index: Option<usize>, limit: u64) -> Result<Node, DecodeError> {
         let width = width_ok(self.r.u8()?)?;
-        let n = count_ok(self.r.varint()?)?;
+        let n = count_within(self.r.varint()?, limit)?;
         let codec = self.codec(merge_index)?;
         let len = self.r.varint()?;
         let len = usize::try_from(len)

@@ -97,8 +97,16 @@ pub(crate) fn read_sample<'s>(
 /// such a tensor compresses markedly worse than whole).
 const GENERIC_REGION_BYTES: u64 = 8 << 20;
 
+/// Bytes of a region of a bytes segment (a plain file, a header, a gap):
+/// [`crate::dsl::MAX_BYTE_REGION_WORDS`], one byte literal in one zstd
+/// frame. zstd -19 of a whole file finds matches megabytes apart; cut into
+/// 4 MiB regions, a 25 MB shared library coded 8.6% larger than it whole,
+/// in 32 MiB regions as small.
+const BYTES_REGION_BYTES: u64 = crate::dsl::MAX_BYTE_REGION_WORDS;
+
 /// Regions hold whole rows when a row fits (so block fields stay aligned);
-/// `generic` segments get regions of [`GENERIC_REGION_BYTES`].
+/// `generic` segments get regions of [`GENERIC_REGION_BYTES`], bytes
+/// segments of [`BYTES_REGION_BYTES`].
 ///
 /// An embedding table (role `embed`, [`search::prior::role`]) of words of
 /// 4 bytes or more gets the smallest regions whose streams still use 32
@@ -110,7 +118,9 @@ const GENERIC_REGION_BYTES: u64 = 8 << 20;
 pub(crate) fn segment_region_words(d: &SegmentDesc, region_words: u64, generic: bool) -> u64 {
     let word_bytes = d.dtype.word_bytes() as u64;
     let row = search::row_words(&d.shape);
-    let region_words = if generic {
+    let region_words = if generic && d.kind == SegmentKind::Bytes {
+        BYTES_REGION_BYTES
+    } else if generic {
         (GENERIC_REGION_BYTES / word_bytes).clamp(region_words, crate::dsl::MAX_NODE_WORDS)
     } else if word_bytes >= 4
         && d.dtype.float_layout().is_some()

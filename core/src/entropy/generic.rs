@@ -21,3 +21,20 @@ pub fn zstd_compress(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
         cctx.compress(data)
     })
 }
+
+/// `data` as one zstd frame at `level` whose window covers all of it (up to
+/// 2^`max_window_log` bytes), where the level's own window is smaller: a
+/// region of 32 MiB then finds matches anywhere in itself, as zstd -19 of
+/// a whole file finds them 8 MiB back. Decoders read such frames (the
+/// window is at most the region, far under zstd's 128 MiB decoding limit).
+pub fn zstd_compress_whole(
+    data: &[u8],
+    level: i32,
+    max_window_log: u32,
+) -> std::io::Result<Vec<u8>> {
+    let need = usize::BITS - data.len().saturating_sub(1).leading_zeros();
+    let window_log = need.clamp(10, max_window_log);
+    let mut c = zstd::bulk::Compressor::new(level)?;
+    c.set_parameter(zstd::stream::raw::CParameter::WindowLog(window_log))?;
+    c.compress(data)
+}
