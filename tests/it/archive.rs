@@ -379,44 +379,102 @@ fn forge_archive(original: &[u8], program: &[u8]) -> Vec<u8> {
 
 /// [`forge_archive`] with the preamble's format version `version`.
 fn forge_archive_v(version: u16, original: &[u8], program: &[u8]) -> Vec<u8> {
-    fn varint(out: &mut Vec<u8>, mut v: u64) {
-        while v >= 0x80 {
-            out.push(v as u8 | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
+    forge_segments(version, &[(original, program)])
+}
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
     }
-    let n = original.len() as u64;
+    out.push(v as u8);
+}
+
+/// An archive of format `version` whose bytes segments are `parts` (each
+/// its bytes, in one region coded by its program), every checksum right.
+fn forge_segments(version: u16, parts: &[(&[u8], &[u8])]) -> Vec<u8> {
     let mut table = Vec::new();
-    varint(&mut table, 1); // segments
-    table.push(0); // kind: bytes
-    table.push(brevis_core::Dtype::Bytes.wire_id());
-    varint(&mut table, 8);
-    table.extend_from_slice(b"__file__");
-    varint(&mut table, 0); // dims
-    varint(&mut table, 0); // offset
-    varint(&mut table, n);
-    varint(&mut table, n); // words per region
-    varint(&mut table, 1); // regions
-    varint(&mut table, program.len() as u64);
-    table.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(original).to_le_bytes());
+    varint(&mut table, parts.len() as u64); // segments
+    let (mut offset, mut original, mut programs) = (0u64, Vec::new(), Vec::new());
+    for (i, (bytes, program)) in parts.iter().enumerate() {
+        let n = bytes.len() as u64;
+        let name = format!("part{i}");
+        table.push(0); // kind: bytes
+        table.push(brevis_core::Dtype::Bytes.wire_id());
+        varint(&mut table, name.len() as u64);
+        table.extend_from_slice(name.as_bytes());
+        varint(&mut table, 0); // dims
+        varint(&mut table, offset);
+        varint(&mut table, n);
+        varint(&mut table, n); // words per region
+        varint(&mut table, 1); // regions
+        varint(&mut table, program.len() as u64);
+        table.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(bytes).to_le_bytes());
+        offset += n;
+        original.extend_from_slice(bytes);
+        programs.extend_from_slice(program);
+    }
     // Stored raw: encoding 0, then the raw length.
     let mut stored = vec![0u8];
     varint(&mut stored, table.len() as u64);
     stored.extend_from_slice(&table);
     let table = stored;
-    let table_offset = brevis_core::fuzzing::PREAMBLE_LEN + program.len() as u64;
+    let table_offset = brevis_core::fuzzing::PREAMBLE_LEN + programs.len() as u64;
     let mut a = brevis_core::fuzzing::MAGIC.to_vec();
     a.extend_from_slice(&version.to_le_bytes());
     a.extend_from_slice(&[0, 0]);
-    a.extend_from_slice(&n.to_le_bytes());
-    a.extend_from_slice(&sha2::Sha256::digest(original));
+    a.extend_from_slice(&offset.to_le_bytes());
+    a.extend_from_slice(&sha2::Sha256::digest(&original));
     a.extend_from_slice(&table_offset.to_le_bytes());
     a.extend_from_slice(&(table.len() as u64).to_le_bytes());
     a.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(&table).to_le_bytes());
-    a.extend_from_slice(program);
+    a.extend_from_slice(&programs);
     a.extend_from_slice(&table);
     a
+}
+
+/// A `Ref` decodes the whole region it points into: thousands of one-word
+/// references into a 5 MiB region made one small region's program decode
+/// gigabytes (the reviewer's argument; with 32 MiB regions, terabytes). A
+/// region's references may decode at most 128 MiB: such an archive is
+/// refused at once, and one reference still decodes.
+#[test]
+fn many_references_into_a_large_region_are_refused() {
+    let mut big = Vec::new();
+    for f in files_in_subdirs(&root().join("testdata"), |_| true) {
+        big.extend(std::fs::read(f).unwrap());
+    }
+    big.truncate(5 << 20);
+    let mut raw = vec![1, 8]; // Lit u8, raw
+    varint(&mut raw, big.len() as u64);
+    raw.push(0);
+    varint(&mut raw, big.len() as u64);
+    raw.extend_from_slice(&big);
+    let reference = |n: u64, at: u64| {
+        let mut p = vec![5, 8]; // Ref u8
+        varint(&mut p, n);
+        varint(&mut p, 0); // segment 0
+        varint(&mut p, at);
+        p
+    };
+    // One reference of 1000 words: fine.
+    let one = reference(1000, 77);
+    let archive = forge_segments(4, &[(&big, &raw), (&big[77..1077], &one)]);
+    let mut want = big.clone();
+    want.extend_from_slice(&big[77..1077]);
+    assert!(decompress(&archive).unwrap() == want);
+    // 2000 references of one word each.
+    let mut many = vec![3, 8]; // Concat u8
+    varint(&mut many, 2000);
+    for i in 0..2000 {
+        many.extend_from_slice(&reference(1, i));
+    }
+    let archive = forge_segments(4, &[(&big, &raw), (&big[..2000], &many)]);
+    let r = within(20, move || {
+        let e = decompress(&archive).unwrap_err();
+        assert!(matches!(e, brevis_core::DecodeError::Limit { .. }), "{e}");
+    });
+    assert!(r.is_ok(), "{}", r.unwrap_err());
 }
 
 /// A `Repeat` of nothing used to be accepted (`k * 0 == 0` passes the

@@ -244,6 +244,7 @@ impl<R: ReadAt> Archive<R> {
             let refs = SegmentRefs {
                 archive: self,
                 current: s,
+                decoded: std::cell::Cell::new(0),
             };
             execute_into_bytes(node, &refs, width)?
         } else {
@@ -360,9 +361,10 @@ impl<R: ReadAt> Archive<R> {
     }
 
     /// Decode everything into `out`, in order, regions in parallel with
-    /// memory bounded by threads x region size (with two threads or more,
-    /// four batches in flight: this thread hashes and writes one while the
-    /// pool decodes the next ones); verify length and SHA-256.
+    /// memory bounded by threads x 32 MiB a batch (with two threads or more,
+    /// up to four batches in flight, three for regions over 16 MiB: this
+    /// thread hashes and writes one while the pool decodes the next ones);
+    /// verify length and SHA-256.
     pub fn decode_to(
         &self,
         out: &mut dyn Write,
@@ -428,8 +430,27 @@ impl<R: ReadAt> Archive<R> {
         };
         opts.progress.start("decompress", self.pre.original_len);
         // One thread decodes a region at a time (memory: one region); a
-        // pool takes batches of four regions a thread.
-        let batches = jobs.chunks(if threads < 2 { 1 } else { threads * 4 });
+        // pool takes batches of up to four regions and 32 MiB a thread.
+        let sizes: Vec<u64> = jobs
+            .iter()
+            .map(|&(s, r)| {
+                let seg = &self.segments[s];
+                seg.region_len(r) * seg.desc.dtype.word_bytes() as u64
+            })
+            .collect();
+        let cuts = if threads < 2 {
+            (0..jobs.len()).map(|i| i..i + 1).collect()
+        } else {
+            super::batches(&sizes, threads)
+        };
+        // Batches of regions over 16 MiB (32 MiB of bytes, format v4) are
+        // not queued: four batches in flight held 128 MiB a thread.
+        let queued = if sizes.iter().any(|&b| b > super::BATCH_BYTES_PER_THREAD / 2) {
+            0
+        } else {
+            QUEUED
+        };
+        let batches = cuts.into_iter().map(|c| &jobs[c]);
         if threads < 2 {
             for batch in batches {
                 emit(decode(batch))?;
@@ -442,7 +463,7 @@ impl<R: ReadAt> Archive<R> {
             // failed batch is the decoder's last, a failed write drops the
             // receiver and so stops the decoder.)
             std::thread::scope(|scope| -> Result<(), DecodeError> {
-                let (tx, rx) = std::sync::mpsc::sync_channel(QUEUED);
+                let (tx, rx) = std::sync::mpsc::sync_channel(queued);
                 scope.spawn(move || {
                     for batch in batches {
                         let parts = decode(batch);
@@ -480,7 +501,16 @@ impl<R: ReadAt> Archive<R> {
 struct SegmentRefs<'a, R: ReadAt> {
     archive: &'a Archive<R>,
     current: usize,
+    /// Bytes of referenced regions decoded so far for this region.
+    decoded: std::cell::Cell<u64>,
 }
+
+/// Most bytes of referenced regions one region's program may have decoded
+/// (a `Ref` decodes whole regions: without a bound, thousands of one-word
+/// references into 32 MiB regions would decode terabytes). What Brevis
+/// writes needs at most two regions a program: one `Ref` per region of a
+/// duplicate tensor.
+const MAX_REF_DECODED_BYTES: u64 = 4 * crate::dsl::MAX_BYTE_REGION_WORDS;
 
 impl<R: ReadAt> Resolver for SegmentRefs<'_, R> {
     fn resolve(
@@ -509,6 +539,16 @@ impl<R: ReadAt> Resolver for SegmentRefs<'_, R> {
         let mut r = (offset / seg.region_words) as usize;
         while (words.len() as u64) < n {
             let start = r as u64 * seg.region_words;
+            let cost = seg.region_len(r) * wb as u64;
+            let total = self.decoded.get().saturating_add(cost);
+            if total > MAX_REF_DECODED_BYTES {
+                return Err(DecodeError::Limit {
+                    what: "bytes decoded for one region's references",
+                    value: total,
+                    limit: MAX_REF_DECODED_BYTES,
+                });
+            }
+            self.decoded.set(total);
             let bytes = self.archive.decode_region(s, r, false)?;
             // Only the referenced words become words (a region may be far
             // larger than the reference: 32 MiB of bytes).

@@ -10,7 +10,7 @@ use super::read::{Archive, ReadAt};
 use crate::error::DecodeError;
 
 /// Reads the original file out of a `.brv` archive, one region at a time:
-/// it holds one decoded region (a few MiB) whatever the file's size, and
+/// it holds one decoded region (a few MiB; up to 32 MiB for plain bytes) whatever the file's size, and
 /// decodes on the calling thread.
 ///
 /// The archive's recorded SHA-256 is checked before the last region is

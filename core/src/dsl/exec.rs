@@ -87,6 +87,14 @@ fn leaf_bytes<'a>(
             codec: Codec::Raw,
             payload,
         } if payload.len() as u64 == *n => Some(Ok(Cow::Borrowed(payload))),
+        // A zstd frame of bytes decodes straight into its own buffer (not
+        // into one and copied to another: two 32 MiB buffers a region).
+        Node::Lit {
+            width: 8,
+            n,
+            codec: Codec::Zstd,
+            payload,
+        } => Some(crate::entropy::zstd_decompress_exact(payload, *n as usize).map(Cow::Owned)),
         Node::Lit {
             width,
             n,

@@ -207,6 +207,13 @@ impl<'s> RegionCoder<'_, 's> {
             .collect()
     }
 
+    /// Source bytes of region `r` of segment `si`.
+    fn region_bytes(&self, si: usize, r: u64) -> u64 {
+        let (rw, total) = self.geometry[si];
+        let n = rw.min(total - r * rw);
+        n * self.descs[si].dtype.word_bytes() as u64
+    }
+
     /// Code a batch of regions on the pool.
     fn code_batch(
         &self,
@@ -341,7 +348,13 @@ fn code_and_write<W: Write>(
     let jobs = coder.jobs();
     let overlap = pool.current_num_threads() >= 2;
     let mut pending: Option<CodedBatch<'_, '_>> = None;
-    for batch in jobs.chunks(pool.current_num_threads() * 4) {
+    // Up to four regions and 32 MiB of source a thread.
+    let sizes: Vec<u64> = jobs
+        .iter()
+        .map(|&(si, r)| coder.region_bytes(si, r))
+        .collect();
+    for range in crate::container::batches(&sizes, pool.current_num_threads()) {
+        let batch = &jobs[range];
         if !overlap {
             writer.write_batch(batch, coder.code_batch(pool, batch))?;
             continue;

@@ -104,11 +104,7 @@ pub fn decode<W: Word>(
         Codec::Zstd => {
             let bpw = bytes_per_word(width);
             let want = n * bpw;
-            let raw = zstd::bulk::decompress(payload, want)
-                .map_err(|e| DecodeError::corrupt(format!("zstd literal: {e}")))?;
-            if raw.len() != want {
-                return Err(DecodeError::corrupt("zstd literal: wrong length"));
-            }
+            let raw = super::zstd_decompress_exact(payload, want)?;
             push_le_words(&raw, bpw, out);
         }
     }

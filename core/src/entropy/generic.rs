@@ -38,3 +38,14 @@ pub fn zstd_compress_whole(
     c.set_parameter(zstd::stream::raw::CParameter::WindowLog(window_log))?;
     c.compress(data)
 }
+
+/// A zstd literal's payload: one frame that must decode to exactly `len`
+/// bytes (never more is allocated).
+pub fn zstd_decompress_exact(payload: &[u8], len: usize) -> Result<Vec<u8>, crate::DecodeError> {
+    let raw = zstd::bulk::decompress(payload, len)
+        .map_err(|e| crate::DecodeError::corrupt(format!("zstd literal: {e}")))?;
+    if raw.len() != len {
+        return Err(crate::DecodeError::corrupt("zstd literal: wrong length"));
+    }
+    Ok(raw)
+}
