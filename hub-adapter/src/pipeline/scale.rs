@@ -763,7 +763,7 @@ pub async fn run_worker(
     for u in share {
         by_repo.entry(plan.units[u].repo).or_default().push(u);
     }
-    for (r, units) in by_repo {
+    'repos: for (r, units) in by_repo {
         let o = plan.repo_opts(opts, r);
         let p = plan.repo_plan(r);
         let work_name = format!("worker-{}-{}-{k}of{n}", plan.id, r);
@@ -833,8 +833,13 @@ pub async fn run_worker(
             })
         };
         let summary = format!("Brevis plan {}: worker {k}/{n} begins", plan.id);
-        report.uploaded_bytes +=
-            commit_work(dst, plan, &p.dest, &summary, &[marker(Some(todo[0]))?], &o).await?;
+        match commit_work(dst, plan, &p.dest, &summary, &[marker(Some(todo[0]))?], &o).await {
+            Ok(b) => report.uploaded_bytes += b,
+            Err(e) => {
+                committed_meanwhile(e, dst, &o, &p, &work).await?;
+                continue 'repos;
+            }
+        }
         for (t, &u) in todo.iter().enumerate() {
             let unit = &plan.units[u];
             (o.notes)(&format!(
@@ -875,8 +880,13 @@ pub async fn run_worker(
             });
             uploads.push(marker(todo.get(t + 1).copied())?);
             let summary = format!("Brevis plan {}: unit {u} of {}", plan.id, o.src);
-            report.uploaded_bytes +=
-                commit_work(dst, plan, &p.dest, &summary, &uploads, &o).await?;
+            match commit_work(dst, plan, &p.dest, &summary, &uploads, &o).await {
+                Ok(b) => report.uploaded_bytes += b,
+                Err(e) => {
+                    committed_meanwhile(e, dst, &o, &p, &work).await?;
+                    continue 'repos;
+                }
+            }
             (o.notes)(&format!("unit {u} done"));
             report.units_built += 1;
             report.source_bytes += unit.bytes;
@@ -894,6 +904,30 @@ pub async fn run_worker(
         }
     }
     Ok(report)
+}
+
+/// `e`, unless it says the work branch is gone because the commit step
+/// made the mirror meanwhile (from other workers' results): then this
+/// worker's repo is done.
+async fn committed_meanwhile(
+    e: HubError,
+    dst: &HubClient,
+    o: &MirrorOptions,
+    p: &Plan,
+    work: &Work,
+) -> Result<()> {
+    if !matches!(e, HubError::RevisionNotFound { .. }) {
+        return Err(e);
+    }
+    if check_destination(dst, o, p, &work.dir).await?.is_none() {
+        return Err(e);
+    }
+    (o.notes)(&format!(
+        "{}: the mirror was committed meanwhile: nothing left to do",
+        p.dest
+    ));
+    work.remove();
+    Ok(())
 }
 
 /// The units whose results `tree` holds under `prefix` (`<prefix><u>.json`,
