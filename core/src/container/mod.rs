@@ -159,6 +159,11 @@ impl Segment {
         self.region_words.min(self.words().saturating_sub(start))
     }
 
+    /// Bytes region `i` decodes to.
+    pub(crate) fn region_bytes(&self, i: usize) -> u64 {
+        self.region_len(i) * self.desc.dtype.word_bytes() as u64
+    }
+
     /// Encoded bytes of the whole segment.
     pub fn encoded_len(&self) -> u64 {
         self.regions.iter().map(|r| r.body_len).sum()

@@ -433,10 +433,7 @@ impl<R: ReadAt> Archive<R> {
         // pool takes batches of up to four regions and 32 MiB a thread.
         let sizes: Vec<u64> = jobs
             .iter()
-            .map(|&(s, r)| {
-                let seg = &self.segments[s];
-                seg.region_len(r) * seg.desc.dtype.word_bytes() as u64
-            })
+            .map(|&(s, r)| self.segments[s].region_bytes(r))
             .collect();
         let cuts = if threads < 2 {
             (0..jobs.len()).map(|i| i..i + 1).collect()
@@ -539,8 +536,7 @@ impl<R: ReadAt> Resolver for SegmentRefs<'_, R> {
         let mut r = (offset / seg.region_words) as usize;
         while (words.len() as u64) < n {
             let start = r as u64 * seg.region_words;
-            let cost = seg.region_len(r) * wb as u64;
-            let total = self.decoded.get().saturating_add(cost);
+            let total = self.decoded.get().saturating_add(seg.region_bytes(r));
             if total > MAX_REF_DECODED_BYTES {
                 return Err(DecodeError::Limit {
                     what: "bytes decoded for one region's references",

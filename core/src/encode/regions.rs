@@ -207,11 +207,10 @@ impl<'s> RegionCoder<'_, 's> {
             .collect()
     }
 
-    /// Source bytes of region `r` of segment `si`.
-    fn region_bytes(&self, si: usize, r: u64) -> u64 {
+    /// Words of region `r` of segment `si`.
+    fn region_len(&self, si: usize, r: u64) -> u64 {
         let (rw, total) = self.geometry[si];
-        let n = rw.min(total - r * rw);
-        n * self.descs[si].dtype.word_bytes() as u64
+        rw.min(total - r * rw)
     }
 
     /// Code a batch of regions on the pool.
@@ -245,7 +244,7 @@ impl<'s> RegionCoder<'_, 's> {
         let (rw, total) = self.geometry[si];
         let wb = d.dtype.word_bytes() as u64;
         let start = r * rw;
-        let n = rw.min(total - start);
+        let n = self.region_len(si, r);
         // (A small file read whole lends its bytes: no copy.)
         let bytes = read_cow(self.src, d.offset + start * wb, (n * wb) as usize)
             .map_err(|e| io(self.label, e))?;
@@ -351,7 +350,7 @@ fn code_and_write<W: Write>(
     // Up to four regions and 32 MiB of source a thread.
     let sizes: Vec<u64> = jobs
         .iter()
-        .map(|&(si, r)| coder.region_bytes(si, r))
+        .map(|&(si, r)| coder.region_len(si, r) * coder.descs[si].dtype.word_bytes() as u64)
         .collect();
     for range in crate::container::batches(&sizes, pool.current_num_threads()) {
         let batch = &jobs[range];
@@ -450,9 +449,6 @@ fn search_segments(
     Ok((coded, judged, searched_tensors))
 }
 
-/// Code one region with a shape. The program is not executed here: the
-/// instantiation is exact by construction, and [`CompressOptions::verify`]
-/// proves the whole archive (decoding it, as a reader would) instead.
 /// `bytes` as one literal of 8-bit words: a zstd frame at `level` whose
 /// window is the whole region, or the bytes themselves where zstd does not
 /// make them smaller. (zstd -19's own window is 8 MiB: with it, a 45.6 MB
@@ -477,6 +473,9 @@ fn byte_literal(bytes: &[u8], level: i32) -> Node {
     }
 }
 
+/// Code one region with a shape. The program is not executed here: the
+/// instantiation is exact by construction, and [`CompressOptions::verify`]
+/// proves the whole archive (decoding it, as a reader would) instead.
 fn code_region(shape: &Shape, bytes: &[u8], width: u8, cfg: &Instantiate) -> Node {
     search::instantiate_le_bytes(shape, bytes, width, cfg)
         .unwrap_or_else(|| search::instantiate(shape, &bytes_to_words(bytes, width), width, cfg))

@@ -773,10 +773,8 @@ pub async fn run_worker(
         if tree.at.is_empty() {
             // No work branch: the commit step made the mirror and deleted
             // it, or the plan step never made it.
-            if check_destination(dst, &o, &p, &work.dir).await?.is_some() {
-                (o.notes)(&format!("{}: committed already", p.dest));
+            if committed(dst, &o, &p, &work).await? {
                 report.units_done_before += units.len();
-                work.remove();
                 continue;
             }
             return Err(HubError::invalid(
@@ -916,18 +914,24 @@ async fn committed_meanwhile(
     p: &Plan,
     work: &Work,
 ) -> Result<()> {
-    if !matches!(e, HubError::RevisionNotFound { .. }) {
-        return Err(e);
+    if matches!(e, HubError::RevisionNotFound { .. }) && committed(dst, o, p, work).await? {
+        return Ok(());
     }
+    Err(e)
+}
+
+/// Whether the mirror of `p` is committed (then this worker's work folder
+/// goes: nothing is left to do for the repo).
+async fn committed(dst: &HubClient, o: &MirrorOptions, p: &Plan, work: &Work) -> Result<bool> {
     if check_destination(dst, o, p, &work.dir).await?.is_none() {
-        return Err(e);
+        return Ok(false);
     }
     (o.notes)(&format!(
-        "{}: the mirror was committed meanwhile: nothing left to do",
+        "{}: the mirror is committed: nothing left to do",
         p.dest
     ));
     work.remove();
-    Ok(())
+    Ok(true)
 }
 
 /// The units whose results `tree` holds under `prefix` (`<prefix><u>.json`,
