@@ -11,16 +11,28 @@ pub fn mask(width: u8) -> u64 {
     }
 }
 
-/// Words to their little-endian bytes (`width` in 8, 16, 32, 64).
-pub fn words_to_bytes(words: &[u64], width: u8, out: &mut Vec<u8>) {
-    // Other widths take all eight bytes.
-    let bpw = match width as usize / 8 {
+/// Bytes per word of `width` bits as [`words_to_bytes`] writes them: 1,
+/// 2 or 4 for widths 8, 16 and 32, else all eight.
+#[inline]
+pub fn le_bytes_per_word(width: u8) -> usize {
+    match width as usize / 8 {
         b @ (1 | 2 | 4) => b,
         _ => 8,
-    };
+    }
+}
+
+/// Words to their little-endian bytes (`width` in 8, 16, 32, 64).
+pub fn words_to_bytes(words: &[u64], width: u8, out: &mut Vec<u8>) {
     let at = out.len();
-    out.resize(at + words.len() * bpw, 0);
-    let dst = &mut out[at..];
+    out.resize(at + words.len() * le_bytes_per_word(width), 0);
+    words_to_slice(words, width, &mut out[at..]);
+}
+
+/// Words to their little-endian bytes in `dst`, which holds exactly
+/// `words.len()` words of [`le_bytes_per_word`] bytes.
+pub fn words_to_slice(words: &[u64], width: u8, dst: &mut [u8]) {
+    let bpw = le_bytes_per_word(width);
+    debug_assert_eq!(dst.len(), words.len() * bpw);
     // Indexed loops over a preallocated output, one per word size: these
     // vectorize (a word's bytes pushed one by one do not).
     match bpw {

@@ -299,13 +299,17 @@ fn measure_file(
     // does); decode: the decoder alone, as other compressors are timed.
     let archive = Archive::new(&ar1[..])?;
     let dec = |threads: usize, hash: bool| -> Result<(Vec<u8>, f64)> {
-        let mut out = Vec::with_capacity(data.len());
+        // Fresh memory, as a decompressor's output is: its first touch
+        // is timed.
+        let mut out = vec![0u8; data.len()];
         let opts = DecompressOptions::default().threads(threads);
         let (r, s) = timed(|| {
             if hash {
-                archive.decode_to(&mut out, &opts).map(|_| ())
+                archive.decode_to_slice(&mut out, &opts).map(|_| ())
             } else {
-                archive.decode_unhashed_to(&mut out, &opts).map(|_| ())
+                archive
+                    .decode_unhashed_to_slice(&mut out, &opts)
+                    .map(|_| ())
             }
         });
         r?;

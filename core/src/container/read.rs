@@ -10,7 +10,7 @@ use super::{
     ArchiveInfo, DecompressOptions, DecompressReport, PREAMBLE_LEN, Preamble, ProgramInfo,
     ProgramStep, Segment, SegmentKind, read_table, xxh3,
 };
-use crate::dsl::exec::{NoRefs, Resolver, execute_into_bytes};
+use crate::dsl::exec::{NoRefs, Resolver, execute_to};
 use crate::dsl::{Node, wire};
 use crate::error::DecodeError;
 use crate::pool::pool;
@@ -229,33 +229,49 @@ impl<R: ReadAt> Archive<R> {
         Ok(node)
     }
 
-    /// Decode region `r` of segment `s` to its bytes, checking its checksum.
-    /// `allow_refs`: whether its program may reference earlier segments.
+    /// Decode region `r` of segment `s` into `dst` (exactly its bytes),
+    /// checking its checksum. `allow_refs`: whether its program may
+    /// reference earlier segments.
+    pub(crate) fn decode_region_to(
+        &self,
+        s: usize,
+        r: usize,
+        allow_refs: bool,
+        dst: &mut [u8],
+    ) -> Result<(), DecodeError> {
+        let node = self.program(s, r)?;
+        let seg = &self.segments[s];
+        let width = seg.desc.width();
+        if allow_refs {
+            let refs = SegmentRefs {
+                archive: self,
+                current: s,
+                decoded: std::cell::Cell::new(0),
+            };
+            execute_to(&node, &refs, width, dst)?;
+        } else {
+            execute_to(&node, &NoRefs, width, dst)?;
+        }
+        if xxh3(dst) != seg.regions[r].checksum {
+            return Err(DecodeError::Checksum {
+                what: format!("segment {s} ({}) region {r}", seg.desc.name),
+            });
+        }
+        Ok(())
+    }
+
+    /// [`Archive::decode_region_to`] into a new buffer.
     pub(crate) fn decode_region(
         &self,
         s: usize,
         r: usize,
         allow_refs: bool,
     ) -> Result<Vec<u8>, DecodeError> {
-        let node = self.program(s, r)?;
-        let seg = &self.segments[s];
-        let width = seg.desc.width();
-        let bytes = if allow_refs {
-            let refs = SegmentRefs {
-                archive: self,
-                current: s,
-                decoded: std::cell::Cell::new(0),
-            };
-            execute_into_bytes(node, &refs, width)?
-        } else {
-            execute_into_bytes(node, &NoRefs, width)?
-        };
-        if xxh3(&bytes) != seg.regions[r].checksum {
-            return Err(DecodeError::Checksum {
-                what: format!("segment {s} ({}) region {r}", seg.desc.name),
-            });
-        }
-        Ok(bytes)
+        // (At most a region's bytes, 32 MiB: the table bounds them.)
+        let len = self.segments.get(s).map_or(0, |g| g.region_bytes(r));
+        let mut out = vec![0u8; len as usize];
+        self.decode_region_to(s, r, allow_refs, &mut out)?;
+        Ok(out)
     }
 
     /// Decode one segment (e.g. one tensor) alone.
@@ -370,7 +386,7 @@ impl<R: ReadAt> Archive<R> {
         out: &mut dyn Write,
         opts: &DecompressOptions,
     ) -> Result<DecompressReport, DecodeError> {
-        let digest = self.decode_into(out, opts, true)?;
+        let digest = self.decode_into(Sink::Write(out), opts, true)?;
         Ok(DecompressReport {
             original_len: self.pre.original_len,
             sha256: digest.expect("hashed"),
@@ -386,99 +402,100 @@ impl<R: ReadAt> Archive<R> {
         out: &mut dyn Write,
         opts: &DecompressOptions,
     ) -> Result<u64, DecodeError> {
-        self.decode_into(out, opts, false)?;
+        self.decode_into(Sink::Write(out), opts, false)?;
         Ok(self.pre.original_len)
     }
 
-    /// Decode into `out`; the file's SHA-256, checked, when `hash`.
+    /// [`Archive::decode_to`] into `dst`, which must be exactly
+    /// [`ArchiveInfo::original_len`] bytes long: every region decodes in
+    /// place, with no copy and no buffer of its own (the fastest way to
+    /// decode in memory).
+    ///
+    /// ```
+    /// let data = b"weights ".repeat(1000);
+    /// let archive = brevis_core::compress(&data, &Default::default()).unwrap();
+    /// let archive = brevis_core::Archive::new(&archive[..]).unwrap();
+    /// let mut out = vec![0u8; archive.info().original_len as usize];
+    /// archive.decode_to_slice(&mut out, &Default::default()).unwrap();
+    /// assert_eq!(out, data);
+    /// ```
+    pub fn decode_to_slice(
+        &self,
+        dst: &mut [u8],
+        opts: &DecompressOptions,
+    ) -> Result<DecompressReport, DecodeError> {
+        let digest = self.decode_into(Sink::Slice(dst), opts, true)?;
+        Ok(DecompressReport {
+            original_len: self.pre.original_len,
+            sha256: digest.expect("hashed"),
+        })
+    }
+
+    /// [`Archive::decode_to_slice`] without the file's SHA-256 (see
+    /// [`Archive::decode_unhashed_to`]).
+    pub fn decode_unhashed_to_slice(
+        &self,
+        dst: &mut [u8],
+        opts: &DecompressOptions,
+    ) -> Result<u64, DecodeError> {
+        self.decode_into(Sink::Slice(dst), opts, false)?;
+        Ok(self.pre.original_len)
+    }
+
+    /// Decode into `sink`; the file's SHA-256, checked, when `hash`.
     fn decode_into(
         &self,
-        out: &mut dyn Write,
+        sink: Sink<'_>,
         opts: &DecompressOptions,
         hash: bool,
     ) -> Result<Option<[u8; 32]>, DecodeError> {
-        let pool = pool(opts.threads);
-        let threads = pool.current_num_threads();
-        let jobs: Vec<(usize, usize)> = self
-            .segments
-            .iter()
-            .enumerate()
-            .flat_map(|(s, seg)| (0..seg.regions.len()).map(move |r| (s, r)))
-            .collect();
-        // One thread decodes on this one: handing each batch to a pool of
-        // one and sleeping until it is done cost a thread wake-up a batch.
-        let decode = |batch: &[(usize, usize)]| -> Vec<Result<Vec<u8>, DecodeError>> {
-            let region = |&(s, r): &(usize, usize)| self.decode_region(s, r, true);
-            if threads < 2 {
-                return batch.iter().map(region).collect();
-            }
-            pool.install(|| batch.par_iter().map(region).collect())
-        };
         let mut sha = Sha256::new();
-        let mut written = 0u64;
-        let mut emit = |parts: Vec<Result<Vec<u8>, DecodeError>>| -> Result<(), DecodeError> {
-            for p in parts {
-                let p = p?;
-                if hash {
-                    sha.update(&p);
-                }
-                out.write_all(&p).map_err(DecodeError::Write)?;
-                written += p.len() as u64;
-                opts.progress.advance(p.len() as u64);
-            }
-            Ok(())
-        };
         opts.progress.start("decompress", self.pre.original_len);
-        // One thread decodes a region at a time (memory: one region); a
-        // pool takes batches of up to four regions and 32 MiB a thread.
-        let sizes: Vec<u64> = jobs
-            .iter()
-            .map(|&(s, r)| self.segments[s].region_bytes(r))
-            .collect();
-        let cuts = if threads < 2 {
-            (0..jobs.len()).map(|i| i..i + 1).collect()
-        } else {
-            super::batches(&sizes, threads)
-        };
-        // Batches of regions over 16 MiB (32 MiB of bytes, format v4) are
-        // not queued: four batches in flight held 128 MiB a thread.
-        let queued = if sizes.iter().any(|&b| b > super::BATCH_BYTES_PER_THREAD / 2) {
-            0
-        } else {
-            QUEUED
-        };
-        let batches = cuts.into_iter().map(|c| &jobs[c]);
-        if threads < 2 {
-            for batch in batches {
-                emit(decode(batch))?;
+        let mut seen = |b: &[u8]| {
+            if hash {
+                sha.update(b);
             }
-        } else {
-            // A thread hands batches to the pool, up to QUEUED + 1 ahead of
-            // this one, which hashes and writes them in order: the pool
-            // decodes beside the hashing and writing all the time, not only
-            // while one batch is written. (The first error ends both: a
-            // failed batch is the decoder's last, a failed write drops the
-            // receiver and so stops the decoder.)
-            std::thread::scope(|scope| -> Result<(), DecodeError> {
-                let (tx, rx) = std::sync::mpsc::sync_channel(queued);
-                scope.spawn(move || {
-                    for batch in batches {
-                        let parts = decode(batch);
-                        let failed = parts.iter().any(Result::is_err);
-                        if tx.send(parts).is_err() || failed {
-                            break;
-                        }
-                    }
-                });
-                rx.into_iter().try_for_each(&mut emit)
-            })?;
+            opts.progress.advance(b.len() as u64);
+        };
+        match sink {
+            Sink::Slice(dst) => {
+                if dst.len() as u64 != self.pre.original_len {
+                    return Err(DecodeError::OutOfRange {
+                        offset: 0,
+                        len: dst.len() as u64,
+                        file_len: self.pre.original_len,
+                    });
+                }
+                // Each batch decodes into the next piece of `dst`.
+                let mut rest = dst;
+                let next = move |len: usize| {
+                    let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
+                    rest = tail;
+                    head
+                };
+                self.decode_batches(opts, next, |b: &mut [u8]| {
+                    seen(b);
+                    Ok(())
+                })?;
+            }
+            Sink::Write(out) => {
+                // Each batch decodes into a buffer that comes back once
+                // written: as many buffers as batches in flight, reused.
+                let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+                let next = move |len: usize| {
+                    let mut buf = free_rx.try_recv().unwrap_or_default();
+                    buf.resize(len, 0);
+                    buf
+                };
+                self.decode_batches(opts, next, |b: Vec<u8>| {
+                    seen(&b);
+                    out.write_all(&b).map_err(DecodeError::Write)?;
+                    let _ = free_tx.send(b);
+                    Ok(())
+                })?;
+            }
         }
         opts.progress.finish();
-        if written != self.pre.original_len {
-            return Err(DecodeError::corrupt(
-                "decoded length differs from the recorded one",
-            ));
-        }
         if !hash {
             return Ok(None);
         }
@@ -491,6 +508,112 @@ impl<R: ReadAt> Archive<R> {
         }
         Ok(Some(digest))
     }
+
+    /// Decode every region, in order, a batch at a time, each into the
+    /// buffer `next` gives for the batch's length, and hand the decoded
+    /// batches to `done` in order on this thread. One thread decodes a
+    /// region at a time (memory: one region); a pool takes batches of up
+    /// to four regions and 32 MiB a thread, decoded while this thread
+    /// hands earlier ones to `done`. The first error ends both.
+    fn decode_batches<B, N, D>(
+        &self,
+        opts: &DecompressOptions,
+        mut next: N,
+        mut done: D,
+    ) -> Result<(), DecodeError>
+    where
+        B: AsMut<[u8]> + Send,
+        N: FnMut(usize) -> B + Send,
+        D: FnMut(B) -> Result<(), DecodeError>,
+    {
+        let pool = pool(opts.threads);
+        let threads = pool.current_num_threads();
+        let jobs: Vec<(usize, usize)> = self
+            .segments
+            .iter()
+            .enumerate()
+            .flat_map(|(s, seg)| (0..seg.regions.len()).map(move |r| (s, r)))
+            .collect();
+        let sizes: Vec<u64> = jobs
+            .iter()
+            .map(|&(s, r)| self.segments[s].region_bytes(r))
+            .collect();
+        if sizes.iter().sum::<u64>() != self.pre.original_len {
+            return Err(DecodeError::corrupt(
+                "decoded length differs from the recorded one",
+            ));
+        }
+        let cuts = if threads < 2 {
+            (0..jobs.len()).map(|i| i..i + 1).collect()
+        } else {
+            super::batches(&sizes, threads)
+        };
+        // Batches of regions over 16 MiB (32 MiB of bytes, format v4) are
+        // not queued: four batches in flight held 128 MiB a thread.
+        let queued = if sizes.iter().any(|&b| b > super::BATCH_BYTES_PER_THREAD / 2) {
+            0
+        } else {
+            QUEUED
+        };
+        // A batch's regions, each into its own piece of `buf`; the first
+        // error in order (one thread decodes on this one: handing each
+        // batch to a pool of one and sleeping until it is done cost a
+        // thread wake-up a batch).
+        let decode = |c: std::ops::Range<usize>, buf: &mut [u8]| -> Result<(), DecodeError> {
+            let mut rest = buf;
+            let mut parts = Vec::with_capacity(c.len());
+            for (&(s, r), &len) in jobs[c.clone()].iter().zip(&sizes[c]) {
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(len as usize);
+                parts.push((s, r, head));
+                rest = tail;
+            }
+            let region =
+                |(s, r, dst): (usize, usize, &mut [u8])| self.decode_region_to(s, r, true, dst);
+            if threads < 2 {
+                return parts.into_iter().try_for_each(region);
+            }
+            let results: Vec<Result<(), DecodeError>> =
+                pool.install(|| parts.into_par_iter().map(region).collect());
+            results.into_iter().collect()
+        };
+        let bytes = |c: &std::ops::Range<usize>| sizes[c.clone()].iter().sum::<u64>() as usize;
+        if threads < 2 {
+            for c in cuts {
+                let mut buf = next(bytes(&c));
+                decode(c, buf.as_mut())?;
+                done(buf)?;
+            }
+            return Ok(());
+        }
+        // A thread hands batches to the pool, up to QUEUED + 1 ahead of
+        // this one, which hands them to `done` in order: the pool decodes
+        // beside the hashing and writing all the time, not only while one
+        // batch is written. (The first error ends both: a failed batch is
+        // the decoder's last, a failed `done` drops the receiver and so
+        // stops the decoder.)
+        std::thread::scope(|scope| -> Result<(), DecodeError> {
+            let (tx, rx) = std::sync::mpsc::sync_channel(queued);
+            scope.spawn(move || {
+                for c in cuts {
+                    let mut buf = next(bytes(&c));
+                    let r = decode(c, buf.as_mut()).map(|()| buf);
+                    let failed = r.is_err();
+                    if tx.send(r).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+            rx.into_iter().try_for_each(|r| done(r?))
+        })
+    }
+}
+
+/// Where [`Archive::decode_into`] puts the decoded file.
+enum Sink<'a> {
+    /// Written out, batch by batch.
+    Write(&'a mut dyn Write),
+    /// Decoded in place: exactly the file's length.
+    Slice(&'a mut [u8]),
 }
 
 /// Resolves `Ref` nodes by decoding the earlier segment's regions (which
@@ -663,6 +786,24 @@ mod tests {
                 file.len() as u64
             );
             assert!(out == file);
+            // In place: the same bytes, and the same SHA-256 as written out.
+            let mut dst = vec![0xAAu8; file.len()];
+            let report = a.decode_to_slice(&mut dst, &opts).unwrap();
+            assert!(dst == file);
+            assert_eq!(report.sha256, a.info().sha256);
+            let mut dst = vec![0u8; file.len()];
+            a.decode_unhashed_to_slice(&mut dst, &opts).unwrap();
+            assert!(dst == file);
+            // A buffer of any other length is refused before anything is
+            // decoded.
+            for len in [0, file.len() - 1, file.len() + 1] {
+                let mut dst = vec![0u8; len];
+                assert!(matches!(
+                    a.decode_to_slice(&mut dst, &opts),
+                    Err(DecodeError::OutOfRange { .. })
+                ));
+                assert!(dst.iter().all(|&b| b == 0));
+            }
         }
 
         /// Takes `.0` more bytes (and counts them in `.1`), then fails.
@@ -701,6 +842,14 @@ mod tests {
             out.len()
         );
         assert!(out == file[..out.len()]);
+        for threads in [1, 2] {
+            let opts = DecompressOptions::default().threads(threads);
+            let mut dst = vec![0u8; file.len()];
+            assert!(matches!(
+                b.decode_to_slice(&mut dst, &opts),
+                Err(DecodeError::Checksum { .. })
+            ));
+        }
     }
 
     /// Bytes in memory are lent, out of range never (no short or wrapped

@@ -163,9 +163,30 @@ pub(super) fn unpack_words<W: Word>(data: &[u8], k: u32, n: usize, out: &mut Vec
     }
 }
 
+/// Words of `k` bits (at most 8) packed LSB first in `data` (at least
+/// `ceil(out.len() * k / 8)` bytes; more are not read), one a byte into
+/// `out`.
+pub fn unpack_bytes(data: &[u8], k: u32, out: &mut [u8]) {
+    match k {
+        0 => out.fill(0),
+        1 => unpack_small::<1, u8>(data, out),
+        2 => unpack_small::<2, u8>(data, out),
+        3 => unpack_small::<3, u8>(data, out),
+        4 => unpack_small::<4, u8>(data, out),
+        5 => unpack_small::<5, u8>(data, out),
+        6 => unpack_small::<6, u8>(data, out),
+        7 => unpack_small::<7, u8>(data, out),
+        8 => unpack_small::<8, u8>(data, out),
+        _ => panic!("unpack_bytes: {k} bits do not fit a byte"),
+    }
+}
+
 /// [`unpack_words`] for `K <= 8`: every 8 words are the `K` bytes of one
 /// 64-bit load (a zero-padded copy for the last ones).
 pub(super) fn unpack_small<const K: usize, W: Word>(data: &[u8], o: &mut [W]) {
+    // Only the bytes the words take (a caller may lend the rest of a
+    // stream): the tail copied below is then under 8 + K bytes.
+    let data = &data[..(o.len() * K).div_ceil(8).min(data.len())];
     let mask = (1u64 << K) - 1;
     let group = |v: u64, chunk: &mut [W]| {
         for (j, w) in chunk.iter_mut().enumerate() {
@@ -203,8 +224,9 @@ pub(super) fn unpack_small<const K: usize, W: Word>(data: &[u8], o: &mut [W]) {
             part,
         );
     }
-    let mut tail = data[(fast * K).min(data.len())..].to_vec();
-    tail.resize(tail.len() + 8, 0);
+    let left = &data[(fast * K).min(data.len())..];
+    let mut tail = [0u8; 32];
+    tail[..left.len()].copy_from_slice(left);
     for (g, chunk) in rest.chunks_mut(8).enumerate() {
         group(
             u64::from_le_bytes(tail[g * K..g * K + 8].try_into().expect("8")),

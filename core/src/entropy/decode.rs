@@ -42,18 +42,9 @@ pub fn decode<W: Word>(
             }
             push_le_words(payload, bpw, out);
         }
-        Codec::BitPack => {
-            let k = *payload
-                .first()
-                .ok_or_else(|| DecodeError::corrupt("bitpack: empty"))? as u32;
-            if k > width as u32 {
-                return Err(DecodeError::corrupt("bitpack: width too large"));
-            }
-            let data = &payload[1..];
-            if data.len() != (n * k as usize).div_ceil(8) {
-                return Err(DecodeError::corrupt("bitpack: wrong length"));
-            }
-            unpack_words(data, k, n, out);
+        Codec::BitPack | Codec::PackedRans0 | Codec::PackedRans0x32 => {
+            let (k, data) = decode_packed(codec, payload, width, n).expect("a packed codec")?;
+            unpack_words(&data, k, n, out);
             fits = true;
         }
         Codec::Huffman => {
@@ -87,20 +78,6 @@ pub fn decode<W: Word>(
             }
             symbols = true;
         }
-        Codec::PackedRans0 | Codec::PackedRans0x32 => {
-            if width > 4 {
-                return Err(DecodeError::corrupt("packed rANS: width above 4 bits"));
-            }
-            let k = width as usize;
-            let mut bytes: Vec<u8> = Vec::new();
-            rans_decode(codec, payload, (n * k).div_ceil(8), false, None, &mut bytes)?;
-            if !(n * k).is_multiple_of(8) && bytes.last().is_some_and(|&b| b >> ((n * k) % 8) != 0)
-            {
-                return Err(DecodeError::corrupt("packed rANS: padding bits set"));
-            }
-            unpack_words(&bytes, k as u32, n, out);
-            fits = true;
-        }
         Codec::Zstd => {
             let bpw = bytes_per_word(width);
             let want = n * bpw;
@@ -124,4 +101,48 @@ pub fn decode<W: Word>(
         }
     }
     Ok(())
+}
+
+/// Words of `k` bits packed LSB first: `(k, bytes)`.
+pub type PackedWords<'a> = (u32, std::borrow::Cow<'a, [u8]>);
+
+/// The words of a literal that `codec` keeps packed (bit-packed, packed
+/// rANS), left packed: their width `k` and `ceil(n * k / 8)` bytes holding
+/// them LSB first, checked as [`decode`] checks them (a bit-packed payload
+/// is lent as it is); `None` for a codec that does not pack.
+pub fn decode_packed(
+    codec: Codec,
+    payload: &[u8],
+    width: u8,
+    n: usize,
+) -> Option<Result<PackedWords<'_>, DecodeError>> {
+    Some(match codec {
+        Codec::BitPack => (|| {
+            let k = *payload
+                .first()
+                .ok_or_else(|| DecodeError::corrupt("bitpack: empty"))? as u32;
+            if k > width as u32 {
+                return Err(DecodeError::corrupt("bitpack: width too large"));
+            }
+            let data = &payload[1..];
+            if data.len() != (n * k as usize).div_ceil(8) {
+                return Err(DecodeError::corrupt("bitpack: wrong length"));
+            }
+            Ok((k, std::borrow::Cow::Borrowed(data)))
+        })(),
+        Codec::PackedRans0 | Codec::PackedRans0x32 => (|| {
+            if width > 4 {
+                return Err(DecodeError::corrupt("packed rANS: width above 4 bits"));
+            }
+            let k = width as usize;
+            let mut bytes: Vec<u8> = Vec::new();
+            rans_decode(codec, payload, (n * k).div_ceil(8), false, None, &mut bytes)?;
+            if !(n * k).is_multiple_of(8) && bytes.last().is_some_and(|&b| b >> ((n * k) % 8) != 0)
+            {
+                return Err(DecodeError::corrupt("packed rANS: padding bits set"));
+            }
+            Ok((k as u32, std::borrow::Cow::Owned(bytes)))
+        })(),
+        _ => return None,
+    })
 }

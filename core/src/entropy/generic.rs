@@ -49,3 +49,14 @@ pub fn zstd_decompress_exact(payload: &[u8], len: usize) -> Result<Vec<u8>, crat
     }
     Ok(raw)
 }
+
+/// [`zstd_decompress_exact`] into `dst`, which the frame must fill
+/// exactly.
+pub fn zstd_decompress_into(payload: &[u8], dst: &mut [u8]) -> Result<(), crate::DecodeError> {
+    let n = zstd::bulk::decompress_to_buffer(payload, dst)
+        .map_err(|e| crate::DecodeError::corrupt(format!("zstd literal: {e}")))?;
+    if n != dst.len() {
+        return Err(crate::DecodeError::corrupt("zstd literal: wrong length"));
+    }
+    Ok(())
+}

@@ -23,6 +23,7 @@ mod table;
 mod tests;
 mod word;
 
+pub use bitpack::unpack_bytes;
 use bitpack::*;
 pub use bytes::*;
 pub use choose::*;
