@@ -36,19 +36,6 @@ pub(crate) mod prelude {
             self.iter()
         }
     }
-
-    /// `into_par_iter` on a vector, one item after another.
-    #[cfg(not(feature = "parallel"))]
-    pub(crate) trait SeqIntoParIter<T> {
-        fn into_par_iter(self) -> std::vec::IntoIter<T>;
-    }
-
-    #[cfg(not(feature = "parallel"))]
-    impl<T> SeqIntoParIter<T> for Vec<T> {
-        fn into_par_iter(self) -> std::vec::IntoIter<T> {
-            self.into_iter()
-        }
-    }
 }
 
 /// Where parallel work runs: a pool of the threads asked for, shared by

@@ -223,12 +223,13 @@ pub(crate) fn xxh3(bytes: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(bytes)
 }
 
-/// Regions a thread takes in one batch at most (decoding and coding).
+/// Regions a thread takes in one batch at most (coding).
 pub(crate) const BATCH_REGIONS_PER_THREAD: usize = 4;
 
-/// Bytes (decoded or source) a thread takes in one batch at most, unless
-/// a single region is larger: regions of 32 MiB (bytes, format v4) come
-/// one a thread, not four.
+/// Bytes (source) a thread takes in one batch at most when coding, and
+/// decoded bytes a thread may hold ahead of the writer when decoding,
+/// unless a single region is larger: regions of 32 MiB (bytes, format v4)
+/// come one a thread, not four.
 pub(crate) const BATCH_BYTES_PER_THREAD: u64 = 32 << 20;
 
 /// Cut jobs of `sizes` bytes, in order, into batches for `threads` threads:

@@ -3,7 +3,6 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::pool::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::{
@@ -92,12 +91,6 @@ impl<T: ReadAt + ?Sized> ReadAt for &T {
         (**self).read_prefix(len)
     }
 }
-
-/// Batches decoded and waiting to be written, with two threads or more
-/// (besides the one being written and the one being decoded): with none
-/// queued the pool sits idle while the last of each batch is hashed and
-/// written. Past two, decoding gets no faster.
-const QUEUED: usize = 2;
 
 fn io_err(e: std::io::Error) -> DecodeError {
     if e.kind() == std::io::ErrorKind::UnexpectedEof {
@@ -377,10 +370,10 @@ impl<R: ReadAt> Archive<R> {
     }
 
     /// Decode everything into `out`, in order, regions in parallel with
-    /// memory bounded by threads x 32 MiB a batch (with two threads or more,
-    /// up to four batches in flight, three for regions over 16 MiB: this
-    /// thread hashes and writes one while the pool decodes the next ones);
-    /// verify length and SHA-256.
+    /// memory bounded by threads x 32 MiB of regions decoded ahead of the
+    /// one being written (this thread hashes and writes each region as soon
+    /// as it is decoded, and decodes others meanwhile); verify length and
+    /// SHA-256.
     pub fn decode_to(
         &self,
         out: &mut dyn Write,
@@ -466,28 +459,28 @@ impl<R: ReadAt> Archive<R> {
                         file_len: self.pre.original_len,
                     });
                 }
-                // Each batch decodes into the next piece of `dst`.
+                // Each region decodes into the next piece of `dst`.
                 let mut rest = dst;
                 let next = move |len: usize| {
                     let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
                     rest = tail;
                     head
                 };
-                self.decode_batches(opts, next, |b: &mut [u8]| {
+                self.decode_regions(opts, next, |b: &mut [u8]| {
                     seen(b);
                     Ok(())
                 })?;
             }
             Sink::Write(out) => {
-                // Each batch decodes into a buffer that comes back once
-                // written: as many buffers as batches in flight, reused.
+                // Each region decodes into a buffer that comes back once
+                // written: as many buffers as regions in flight, reused.
                 let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<u8>>();
                 let next = move |len: usize| {
                     let mut buf = free_rx.try_recv().unwrap_or_default();
                     buf.resize(len, 0);
                     buf
                 };
-                self.decode_batches(opts, next, |b: Vec<u8>| {
+                self.decode_regions(opts, next, |b: Vec<u8>| {
                     seen(&b);
                     out.write_all(&b).map_err(DecodeError::Write)?;
                     let _ = free_tx.send(b);
@@ -509,16 +502,22 @@ impl<R: ReadAt> Archive<R> {
         Ok(Some(digest))
     }
 
-    /// Decode every region, in order, a batch at a time, each into the
-    /// buffer `next` gives for the batch's length, and hand the decoded
-    /// batches to `done` in order on this thread. One thread decodes a
-    /// region at a time (memory: one region); a pool takes batches of up
-    /// to four regions and 32 MiB a thread, decoded while this thread
-    /// hands earlier ones to `done`. The first error ends both.
-    fn decode_batches<B, N, D>(
+    /// Decode every region, in order, each into the buffer `next` gives
+    /// for its length, and hand them to `done` in order on this thread.
+    /// One thread decodes a region at a time (memory: one region). With
+    /// more, `threads - 1` helpers and this thread take regions in order as
+    /// they come free, at most [`super::BATCH_BYTES_PER_THREAD`] bytes a
+    /// thread ahead of the next one `done` takes (at least one region);
+    /// this thread hands each region
+    /// to `done` as soon as it is decoded, and decodes one itself whenever
+    /// the next is not ready: as many threads busy as asked for, none
+    /// waiting on a batch's slowest region, and the hashing and writing in
+    /// `done` on a core of their own only as long as they take. The first
+    /// error, in order, ends it.
+    fn decode_regions<B, N, D>(
         &self,
         opts: &DecompressOptions,
-        mut next: N,
+        next: N,
         mut done: D,
     ) -> Result<(), DecodeError>
     where
@@ -526,8 +525,7 @@ impl<R: ReadAt> Archive<R> {
         N: FnMut(usize) -> B + Send,
         D: FnMut(B) -> Result<(), DecodeError>,
     {
-        let pool = pool(opts.threads);
-        let threads = pool.current_num_threads();
+        let threads = pool(opts.threads).current_num_threads();
         let jobs: Vec<(usize, usize)> = self
             .segments
             .iter()
@@ -543,74 +541,160 @@ impl<R: ReadAt> Archive<R> {
                 "decoded length differs from the recorded one",
             ));
         }
-        let cuts = if threads < 2 {
-            (0..jobs.len()).map(|i| i..i + 1).collect()
-        } else {
-            super::batches(&sizes, threads)
+        let region = |i: usize, mut buf: B| -> Result<B, DecodeError> {
+            let (s, r) = jobs[i];
+            self.decode_region_to(s, r, true, buf.as_mut())
+                .map(|()| buf)
         };
-        // Batches of regions over 16 MiB (32 MiB of bytes, format v4) are
-        // not queued: four batches in flight held 128 MiB a thread.
-        let queued = if sizes.iter().any(|&b| b > super::BATCH_BYTES_PER_THREAD / 2) {
-            0
-        } else {
-            QUEUED
-        };
-        // A batch's regions, each into its own piece of `buf`; the first
-        // error in order (one thread decodes on this one: handing each
-        // batch to a pool of one and sleeping until it is done cost a
-        // thread wake-up a batch).
-        let decode = |c: std::ops::Range<usize>, buf: &mut [u8]| -> Result<(), DecodeError> {
-            let mut rest = buf;
-            let mut parts = Vec::with_capacity(c.len());
-            for (&(s, r), &len) in jobs[c.clone()].iter().zip(&sizes[c]) {
-                let (head, tail) = std::mem::take(&mut rest).split_at_mut(len as usize);
-                parts.push((s, r, head));
-                rest = tail;
-            }
-            let region =
-                |(s, r, dst): (usize, usize, &mut [u8])| self.decode_region_to(s, r, true, dst);
-            if threads < 2 {
-                return parts.into_iter().try_for_each(region);
-            }
-            let results: Vec<Result<(), DecodeError>> =
-                pool.install(|| parts.into_par_iter().map(region).collect());
-            results.into_iter().collect()
-        };
-        let bytes = |c: &std::ops::Range<usize>| sizes[c.clone()].iter().sum::<u64>() as usize;
         if threads < 2 {
-            for c in cuts {
-                let mut buf = next(bytes(&c));
-                decode(c, buf.as_mut())?;
-                done(buf)?;
+            let mut next = next;
+            for (i, &len) in sizes.iter().enumerate() {
+                done(region(i, next(len as usize))?)?;
             }
             return Ok(());
         }
-        // A thread hands batches to the pool, up to QUEUED + 1 ahead of
-        // this one, which hands them to `done` in order: the pool decodes
-        // beside the hashing and writing all the time, not only while one
-        // batch is written. (The first error ends both: a failed batch is
-        // the decoder's last, a failed `done` drops the receiver and so
-        // stops the decoder.)
+        let window = Window {
+            bytes: threads as u64 * super::BATCH_BYTES_PER_THREAD,
+            sizes: &sizes,
+        };
+        let shared = Shared {
+            state: std::sync::Mutex::new(Claims {
+                next,
+                claimed: 0,
+                handed: 0,
+                in_flight: 0,
+                failed: false,
+                decoded: (0..jobs.len()).map(|_| None).collect(),
+            }),
+            changed: std::sync::Condvar::new(),
+        };
+        // Decode region `i` into `buf` and say so.
+        let decode_one = |i: usize, buf: B| {
+            let r = region(i, buf);
+            let mut st = shared.lock();
+            st.failed |= r.is_err();
+            st.decoded[i] = Some(r);
+            shared.changed.notify_all();
+        };
         std::thread::scope(|scope| -> Result<(), DecodeError> {
-            let (tx, rx) = std::sync::mpsc::sync_channel(queued);
-            scope.spawn(move || {
-                for c in cuts {
-                    let mut buf = next(bytes(&c));
-                    let r = decode(c, buf.as_mut()).map(|()| buf);
-                    let failed = r.is_err();
-                    if tx.send(r).is_err() || failed {
-                        break;
+            for _ in 1..threads {
+                scope.spawn(|| {
+                    loop {
+                        let mut st = shared.lock();
+                        let (i, buf) = loop {
+                            if st.failed || st.claimed == sizes.len() {
+                                return;
+                            }
+                            if let Some(c) = window.claim(&mut st) {
+                                break c;
+                            }
+                            st = shared.wait(st);
+                        };
+                        drop(st);
+                        decode_one(i, buf);
                     }
-                }
-            });
-            rx.into_iter().try_for_each(|r| done(r?))
+                });
+            }
+            // On any return, the helpers stop at their next claim.
+            let stop = Stop(&shared);
+            for (i, &len) in sizes.iter().enumerate() {
+                let decoded = loop {
+                    let mut st = shared.lock();
+                    if let Some(r) = st.decoded[i].take() {
+                        break r;
+                    }
+                    match window.claim(&mut st) {
+                        Some((j, buf)) => {
+                            drop(st);
+                            decode_one(j, buf);
+                        }
+                        None => drop(shared.wait(st)),
+                    }
+                };
+                done(decoded?)?;
+                let mut st = shared.lock();
+                st.handed = i + 1;
+                st.in_flight -= len;
+                shared.changed.notify_all();
+            }
+            drop(stop);
+            Ok(())
         })
+    }
+}
+
+/// How far ahead of the region handed out last decoding may run.
+struct Window<'a> {
+    bytes: u64,
+    sizes: &'a [u64],
+}
+
+impl Window<'_> {
+    /// The next region to decode and its buffer, if the window allows one
+    /// more (always one, however large, when none is in flight).
+    fn claim<B, N: FnMut(usize) -> B>(&self, st: &mut Claims<B, N>) -> Option<(usize, B)> {
+        let i = st.claimed;
+        let len = *self.sizes.get(i)?;
+        if st.failed || (st.in_flight > 0 && st.in_flight + len > self.bytes) {
+            return None;
+        }
+        st.claimed += 1;
+        st.in_flight += len;
+        Some((i, (st.next)(len as usize)))
+    }
+}
+
+/// What the threads of [`Archive::decode_regions`] share.
+struct Claims<B, N> {
+    /// Gives each region its buffer, in order.
+    next: N,
+    /// Regions claimed (the next one to claim).
+    claimed: usize,
+    /// Regions handed to `done`.
+    handed: usize,
+    /// Bytes of regions claimed and not yet handed.
+    in_flight: u64,
+    /// A region failed (or `done` did): claim no more.
+    failed: bool,
+    /// Each region's result, until handed.
+    decoded: Vec<Option<Result<B, DecodeError>>>,
+}
+
+struct Shared<B, N> {
+    state: std::sync::Mutex<Claims<B, N>>,
+    changed: std::sync::Condvar,
+}
+
+impl<B, N> Shared<B, N> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Claims<B, N>> {
+        // A thread that panicked holding the lock left nothing half-done
+        // that matters: the scope re-raises its panic.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wait<'g>(
+        &self,
+        g: std::sync::MutexGuard<'g, Claims<B, N>>,
+    ) -> std::sync::MutexGuard<'g, Claims<B, N>> {
+        self.changed.wait(g).unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Marks the decoding failed when dropped (an early return of the
+/// thread that hands regions out), so the helpers stop.
+struct Stop<'a, B, N>(&'a Shared<B, N>);
+
+impl<B, N> Drop for Stop<'_, B, N> {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.failed = true;
+        self.0.changed.notify_all();
     }
 }
 
 /// Where [`Archive::decode_into`] puts the decoded file.
 enum Sink<'a> {
-    /// Written out, batch by batch.
+    /// Written out, region by region.
     Write(&'a mut dyn Write),
     /// Decoded in place: exactly the file's length.
     Slice(&'a mut [u8]),
@@ -743,14 +827,14 @@ pub fn read_info(src: &Path) -> Result<ArchiveInfo, DecodeError> {
 mod tests {
     use super::*;
 
-    /// With two threads, batches decode ahead of the writer: the output is
+    /// With two threads, regions decode ahead of the writer: the output is
     /// the source, a writer that fails stops the decoder (an error, not a
     /// hang), and a damaged region ends the output before it.
     #[cfg(feature = "search")]
     #[test]
     fn threaded_decoding_writes_in_order_and_stops_on_the_first_error() {
         use std::io::Write;
-        // One f16 tensor in 256 regions: 32 batches of 8 on two threads.
+        // One f16 tensor in 256 regions.
         let n = 1usize << 18;
         let tensor: Vec<u8> = (0..n as u64)
             .flat_map(|i| {
@@ -778,7 +862,7 @@ mod tests {
         let mut out = Vec::new();
         a.decode_to(&mut out, &two).unwrap();
         assert!(out == file);
-        for threads in [1, 2] {
+        for threads in [1, 2, 8] {
             let mut out = Vec::new();
             let opts = DecompressOptions::default().threads(threads);
             assert_eq!(
@@ -842,7 +926,7 @@ mod tests {
             out.len()
         );
         assert!(out == file[..out.len()]);
-        for threads in [1, 2] {
+        for threads in [1, 2, 8] {
             let opts = DecompressOptions::default().threads(threads);
             let mut dst = vec![0u8; file.len()];
             assert!(matches!(
