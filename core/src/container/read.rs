@@ -568,13 +568,23 @@ impl<R: ReadAt> Archive<R> {
             }),
             changed: std::sync::Condvar::new(),
         };
-        // Decode region `i` into `buf` and say so.
+        // Decode region `i` into `buf` and say so. (Should decoding panic,
+        // the region fails first, so that no thread waits for it forever,
+        // and the panic goes on: the scope raises it.)
         let decode_one = |i: usize, buf: B| {
-            let r = region(i, buf);
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| region(i, buf)));
             let mut st = shared.lock();
+            let (r, panic) = match r {
+                Ok(r) => (r, None),
+                Err(p) => (Err(DecodeError::corrupt("the decoder panicked")), Some(p)),
+            };
             st.failed |= r.is_err();
             st.decoded[i] = Some(r);
             shared.changed.notify_all();
+            drop(st);
+            if let Some(panic) = panic {
+                std::panic::resume_unwind(panic);
+            }
         };
         std::thread::scope(|scope| -> Result<(), DecodeError> {
             for _ in 1..threads {

@@ -81,8 +81,13 @@ impl<R: ReadAt> Decoder<R> {
             self.next = (self.next.0 + 1, 0);
         }
         let (s, r) = self.next;
-        self.buf = self.archive.decode_region(s, r, true)?;
+        // Into the last region's buffer: no allocation a region.
+        self.buf.resize(segments[s].region_bytes(r) as usize, 0);
         self.pos = 0;
+        if let Err(e) = self.archive.decode_region_to(s, r, true, &mut self.buf) {
+            self.buf.clear();
+            return Err(e);
+        }
         self.sha.update(&self.buf);
         self.next = (s, r + 1);
         self.left -= 1;
