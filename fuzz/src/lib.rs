@@ -12,7 +12,7 @@
 use std::sync::OnceLock;
 
 use brevis_core::fuzzing::{NoRefs, PREAMBLE_LEN, execute, mask, wire};
-use brevis_core::{Archive, CompressOptions, compress, decompress};
+use brevis_core::{Archive, CompressOptions, DecompressOptions, compress, decompress};
 
 /// A cursor over fuzz input that yields zeros once the input runs out.
 pub struct Input<'a> {
@@ -257,6 +257,13 @@ fn random_access(bytes: &[u8]) {
         return;
     };
     let _ = a.info();
+    // In place, into a buffer of the length the archive claims (when
+    // small: a claim is not an allocation the fuzzer should make).
+    if let Ok(len) = usize::try_from(a.info().original_len)
+        && len <= 1 << 24
+    {
+        let _ = a.decode_to_slice(&mut vec![0u8; len], &two_threads());
+    }
     for (s, seg) in a.segments().iter().enumerate() {
         for r in 0..seg.regions.len() {
             let _ = brevis_core::fuzzing::program(&a, s, r);
@@ -379,7 +386,21 @@ pub fn decode_structured(data: &[u8]) {
             original.len()
         );
     }
+    // In place, on two threads: the same verdict.
+    if let Ok(archive) = Archive::new(&a[..]) {
+        let mut dst = vec![0u8; original.len()];
+        if archive.decode_to_slice(&mut dst, &two_threads()).is_ok() {
+            assert!(
+                dst == *original,
+                "a mutated archive decoded in place to other bytes"
+            );
+        }
+    }
     random_access(&a);
+}
+
+fn two_threads() -> DecompressOptions {
+    DecompressOptions::default().threads(2)
 }
 
 /// Build a safetensors file from a description in the input (see
