@@ -379,11 +379,7 @@ impl<R: ReadAt> Archive<R> {
         out: &mut dyn Write,
         opts: &DecompressOptions,
     ) -> Result<DecompressReport, DecodeError> {
-        let digest = self.decode_into(Sink::Write(out), opts, true)?;
-        Ok(DecompressReport {
-            original_len: self.pre.original_len,
-            sha256: digest.expect("hashed"),
-        })
+        self.decode_proven(Sink::Write(out), opts)
     }
 
     /// [`Archive::decode_to`] without the file's SHA-256: to time the
@@ -417,11 +413,7 @@ impl<R: ReadAt> Archive<R> {
         dst: &mut [u8],
         opts: &DecompressOptions,
     ) -> Result<DecompressReport, DecodeError> {
-        let digest = self.decode_into(Sink::Slice(dst), opts, true)?;
-        Ok(DecompressReport {
-            original_len: self.pre.original_len,
-            sha256: digest.expect("hashed"),
-        })
+        self.decode_proven(Sink::Slice(dst), opts)
     }
 
     /// [`Archive::decode_to_slice`] without the file's SHA-256 (see
@@ -433,6 +425,19 @@ impl<R: ReadAt> Archive<R> {
     ) -> Result<u64, DecodeError> {
         self.decode_into(Sink::Slice(dst), opts, false)?;
         Ok(self.pre.original_len)
+    }
+
+    /// [`Archive::decode_into`] with the file's SHA-256, checked.
+    fn decode_proven(
+        &self,
+        sink: Sink<'_>,
+        opts: &DecompressOptions,
+    ) -> Result<DecompressReport, DecodeError> {
+        let digest = self.decode_into(sink, opts, true)?;
+        Ok(DecompressReport {
+            original_len: self.pre.original_len,
+            sha256: digest.expect("hashed"),
+        })
     }
 
     /// Decode into `sink`; the file's SHA-256, checked, when `hash`.

@@ -185,21 +185,10 @@ fn is_byte_leaf(node: &Node) -> bool {
 }
 
 /// A leaf of at most 8 bits decoded into `dst` (as long as the leaf), or
-/// `None` if not such a leaf. Raw and zstd bytes go straight in.
+/// `None` if not such a leaf. Zstd bytes decode straight in; the rest (a
+/// raw payload lent) is copied in.
 fn leaf_to(node: &Node, dst: &mut [u8]) -> Option<Result<(), DecodeError>> {
     match node {
-        Node::Lit {
-            width: 8,
-            codec: Codec::Raw,
-            payload,
-            ..
-        } => Some(match payload.len() == dst.len() {
-            true => {
-                dst.copy_from_slice(payload);
-                Ok(())
-            }
-            false => Err(DecodeError::corrupt("raw literal: wrong length")),
-        }),
         Node::Lit {
             width: 8,
             codec: Codec::Zstd,
