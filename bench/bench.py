@@ -402,8 +402,8 @@ def bench_brevis(binary, files, threads, tmp_base, timeout, extra=(), report=Fal
 
 
 # The codec as peers are timed (`brevis-hub bench --json`, mb_per_s), beside ZipNN's.
-IN_MEMORY_KEYS = ["brevis_compress_1t", "brevis_compress_all", "brevis_decode_1t", "brevis_decode_all",
-                  "brevis_decompress_1t", "brevis_decompress_all"]
+IN_MEMORY_KEYS = ["brevis_compress_1t", "brevis_compress_all", "brevis_encode_1t", "brevis_encode_all",
+                  "brevis_decode_1t", "brevis_decode_all", "brevis_decompress_1t", "brevis_decompress_all"]
 
 
 def bench_in_memory(binary, files, timeout, level=None):
@@ -429,8 +429,9 @@ def in_memory_table(results):
     if not rows:
         return []
     n = rows[0]["in_memory"]["threads_all"]
-    cols = ["ZipNN c", "ZipNN d", "c 1T", f"c {n}T", "decode 1T", f"decode {n}T", "decompress 1T",
-            f"decompress {n}T", "decode 1T / ZipNN d", "c 1T / ZipNN c", f"decompress {n}T / 1T"]
+    cols = ["ZipNN c", "ZipNN d", "c 1T", f"c {n}T", "encode 1T", f"encode {n}T", "decode 1T", f"decode {n}T",
+            "decompress 1T", f"decompress {n}T", "decode 1T / ZipNN d", "c 1T / ZipNN c", "encode 1T / ZipNN c",
+            f"decompress {n}T / 1T"]
     L = ["", "The codec in memory, as peers are timed (MB/s of original bytes):", "",
          "| model | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
 
@@ -443,11 +444,14 @@ def in_memory_table(results):
         div = lambda a, c: a / c if a and c else None
         L.append(f"| {m['model']} | {f(zc)} | {f(zd)} | " + " | ".join(f(b[k]) for k in IN_MEMORY_KEYS) + " | "
                  + " | ".join(f(x, 2) for x in (div(b["brevis_decode_1t"], zd), div(b["brevis_compress_1t"], zc),
+                                                div(b["brevis_encode_1t"], zc),
                                                 div(b["brevis_decompress_all"], b["brevis_decompress_1t"]))) + " |")
     L += ["", "Brevis: `brevis-hub bench --json` (in memory, no file I/O, a prior learned per model first "
-          "and not timed); decode = the decoder alone (each region's checksum checked), decompress = "
-          "decode + the SHA-256 of the output checked against the archive's. ZipNN: per tensor, "
-          "threads=1, in memory, no hash (as in the speed table above)."]
+          "and not timed, the faster of two timed runs after an untimed one); c = compress (hashing the "
+          "source for the archive's SHA-256), encode = compress given the source's SHA-256 (as `mirror` "
+          "compresses a download checked against the Hub's), decode = the decoder alone (each region's "
+          "checksum checked), decompress = decode + the SHA-256 of the output checked against the "
+          "archive's. ZipNN: per tensor, threads=1, in memory, no hash (as in the speed table above)."]
     return L
 
 
@@ -976,18 +980,19 @@ def levels_tables(results, args):
     L = []
     for m in results:
         L += [f"### {m['model']} ({m['orig_bytes'] / 1e6:.1f} MB)", "",
-              "| method | ratio | compress 1T MB/s | decode 1T MB/s | decompress 1T (SHA-256) MB/s |",
-              "|---|---:|---:|---:|---:|"]
+              "| method | ratio | compress 1T MB/s | encode 1T MB/s | decode 1T MB/s | decompress 1T (SHA-256) MB/s |",
+              "|---|---:|---:|---:|---:|---:|"]
         for r in m.get("levels", []):
             s = r["mb_per_s"]
             L.append(f"| Brevis level {r['level']} | {r['ratio']:.5f} | {fmt_speed(s['brevis_compress_1t'])} | "
-                     f"{fmt_speed(s['brevis_decode_1t'])} | {fmt_speed(s['brevis_decompress_1t'])} |")
+                     f"{fmt_speed(s.get('brevis_encode_1t'))} | {fmt_speed(s['brevis_decode_1t'])} | "
+                     f"{fmt_speed(s['brevis_decompress_1t'])} |")
         for label, key, _, _ in PEERS:
             a = m["methods"].get(key)
             if not a:
                 continue
             ratio = "n/a" if a.get("ratio") is None else f"{a['ratio']:.5f}" + ("*" if a.get("partial") else "")
-            L.append(f"| {label} | {ratio} | {fmt_speed(a.get('c_MBps'))} | {fmt_speed(a.get('d_MBps'))} | n/a |")
+            L.append(f"| {label} | {ratio} | {fmt_speed(a.get('c_MBps'))} | n/a | {fmt_speed(a.get('d_MBps'))} | n/a |")
         L.append("")
         z = m["methods"].get("zipnn")
         if "dominated_by_zipnn" not in m:

@@ -118,6 +118,16 @@ pub enum EncodeError {
     /// A value is too large for the format.
     #[error("input too large: {0}")]
     TooLarge(String),
+    /// The source's bytes do not hash to the SHA-256 the caller gave
+    /// ([`CompressOptions::source_sha256`](crate::CompressOptions::source_sha256)):
+    /// found by the self-check, which then leaves no archive.
+    #[error("the source's SHA-256 is {actual}, not {given} as given")]
+    SourceSha256 {
+        /// The digest given (hex).
+        given: String,
+        /// The source's own (hex).
+        actual: String,
+    },
 }
 
 impl DecodeError {

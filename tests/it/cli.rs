@@ -575,11 +575,14 @@ fn regression_16_bench_json_paths_totals_and_nulls() {
     let mut archive = 0;
     for m in models {
         assert!(m["mb_per_s"]["zstd19_compress"].is_null(), "{m}");
-        // The codec as peers are timed: one thread and all, the decoder
-        // alone and with the SHA-256 proof.
+        // The codec as peers are timed: one thread and all, compressing
+        // with and without the source's SHA-256 given, the decoder alone
+        // and with the SHA-256 proof.
         for k in [
             "brevis_compress_1t",
             "brevis_compress_all",
+            "brevis_encode_1t",
+            "brevis_encode_all",
             "brevis_decode_1t",
             "brevis_decode_all",
             "brevis_decompress_1t",

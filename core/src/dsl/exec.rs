@@ -594,6 +594,11 @@ mod tests {
     fn run(node: &Node) -> Vec<u64> {
         let bytes = wire::write(node);
         assert_eq!(bytes.len(), wire::serialized_size(node));
+        // Streamed (payloads written from the node, as the encoder
+        // writes regions), the same bytes.
+        let mut streamed = Vec::new();
+        wire::write_to(node, &mut streamed).expect("a Vec takes every write");
+        assert_eq!(streamed, bytes);
         let back = wire::read_exact(&bytes).expect("valid program");
         assert_eq!(&back, node);
         execute(&back, &NoRefs).expect("executes")

@@ -26,14 +26,83 @@ const T_INTERLEAVE: u8 = 9;
 pub const MAX_PERIOD: u64 = 1 << 16;
 
 /// Serialize a program.
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn write(node: &Node) -> Vec<u8> {
     let mut out = Vec::with_capacity(serialized_size(node));
-    write_into(node, &mut out);
+    write_node(node, &mut out);
     out
 }
 
-/// Append a program's serialization to `out`.
-pub fn write_into(node: &Node, out: &mut Vec<u8>) {
+/// Write a program's serialization to `w`, each literal's payload straight
+/// from the node (no copy of the whole program first):
+/// [`serialized_size`] bytes, those `write` gives.
+pub fn write_to<W: std::io::Write + ?Sized>(node: &Node, w: &mut W) -> std::io::Result<()> {
+    let mut s = Streamed {
+        w,
+        fields: Vec::with_capacity(64),
+        failed: None,
+    };
+    write_node(node, &mut s);
+    s.flush();
+    s.failed.map_or(Ok(()), Err)
+}
+
+/// Where [`write_node`] puts a program: the tags and fields, then each
+/// literal's payload after the fields before it.
+trait WireOut {
+    /// The buffer tags and fields are appended to.
+    fn fields(&mut self) -> &mut Vec<u8>;
+    /// A literal's payload.
+    fn payload(&mut self, p: &[u8]);
+}
+
+impl WireOut for Vec<u8> {
+    fn fields(&mut self) -> &mut Vec<u8> {
+        self
+    }
+
+    fn payload(&mut self, p: &[u8]) {
+        self.extend_from_slice(p);
+    }
+}
+
+/// A writer fed the fields gathered between payloads, and the payloads;
+/// after the first error, nothing more.
+struct Streamed<'w, W: ?Sized> {
+    w: &'w mut W,
+    fields: Vec<u8>,
+    failed: Option<std::io::Error>,
+}
+
+impl<W: std::io::Write + ?Sized> Streamed<'_, W> {
+    fn put(&mut self, b: &[u8]) {
+        if self.failed.is_none()
+            && let Err(e) = self.w.write_all(b)
+        {
+            self.failed = Some(e);
+        }
+    }
+
+    fn flush(&mut self) {
+        let fields = std::mem::take(&mut self.fields);
+        self.put(&fields);
+        self.fields = fields;
+        self.fields.clear();
+    }
+}
+
+impl<W: std::io::Write + ?Sized> WireOut for Streamed<'_, W> {
+    fn fields(&mut self) -> &mut Vec<u8> {
+        &mut self.fields
+    }
+
+    fn payload(&mut self, p: &[u8]) {
+        self.flush();
+        self.put(p);
+    }
+}
+
+fn write_node(node: &Node, out: &mut impl WireOut) {
     match node {
         Node::Lit {
             width,
@@ -41,34 +110,34 @@ pub fn write_into(node: &Node, out: &mut Vec<u8>) {
             codec,
             payload,
         } => {
-            out.push(T_LIT);
-            out.push(*width);
-            put_varint(out, *n);
-            out.push(codec.wire_id());
+            out.fields().push(T_LIT);
+            out.fields().push(*width);
+            put_varint(out.fields(), *n);
+            out.fields().push(codec.wire_id());
             if let Some(sibling) = codec.sibling() {
-                out.push(sibling);
+                out.fields().push(sibling);
             }
-            put_varint(out, payload.len() as u64);
-            out.extend_from_slice(payload);
+            put_varint(out.fields(), payload.len() as u64);
+            out.payload(payload);
         }
         Node::Const { width, n, word } => {
-            out.push(T_CONST);
-            out.push(*width);
-            put_varint(out, *n);
-            put_varint(out, *word);
+            out.fields().push(T_CONST);
+            out.fields().push(*width);
+            put_varint(out.fields(), *n);
+            put_varint(out.fields(), *word);
         }
         Node::Concat { width, parts } => {
-            out.push(T_CONCAT);
-            out.push(*width);
-            put_varint(out, parts.len() as u64);
+            out.fields().push(T_CONCAT);
+            out.fields().push(*width);
+            put_varint(out.fields(), parts.len() as u64);
             for p in parts {
-                write_into(p, out);
+                write_node(p, out);
             }
         }
         Node::Repeat { k, child } => {
-            out.push(T_REPEAT);
-            put_varint(out, *k);
-            write_into(child, out);
+            out.fields().push(T_REPEAT);
+            put_varint(out.fields(), *k);
+            write_node(child, out);
         }
         Node::Ref {
             width,
@@ -76,38 +145,38 @@ pub fn write_into(node: &Node, out: &mut Vec<u8>) {
             segment,
             offset,
         } => {
-            out.push(T_REF);
-            out.push(*width);
-            put_varint(out, *n);
-            put_varint(out, *segment as u64);
-            put_varint(out, *offset);
+            out.fields().push(T_REF);
+            out.fields().push(*width);
+            put_varint(out.fields(), *n);
+            put_varint(out.fields(), *segment as u64);
+            put_varint(out.fields(), *offset);
         }
         Node::Map { op, child } => {
-            out.push(T_MAP);
-            write_map_op(op, out);
-            write_into(child, out);
+            out.fields().push(T_MAP);
+            write_map_op(op, out.fields());
+            write_node(child, out);
         }
         Node::Scan { op, child } => {
-            out.push(T_SCAN);
-            out.push(match op {
+            out.fields().push(T_SCAN);
+            out.fields().push(match op {
                 ScanOp::XorDelta => 0,
                 ScanOp::Diff => 1,
             });
-            write_into(child, out);
+            write_node(child, out);
         }
         Node::Merge { split, children } => {
-            out.push(T_MERGE);
-            write_split(split, out);
+            out.fields().push(T_MERGE);
+            write_split(split, out.fields());
             for c in children {
-                write_into(c, out);
+                write_node(c, out);
             }
         }
         Node::Interleave { classes, children } => {
-            out.push(T_INTERLEAVE);
-            put_varint(out, classes.len() as u64);
-            out.extend_from_slice(classes);
+            out.fields().push(T_INTERLEAVE);
+            put_varint(out.fields(), classes.len() as u64);
+            out.fields().extend_from_slice(classes);
             for c in children {
-                write_into(c, out);
+                write_node(c, out);
             }
         }
     }

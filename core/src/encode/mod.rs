@@ -234,7 +234,7 @@ pub fn compress(data: &[u8], opts: &CompressOptions) -> Result<Vec<u8>, EncodeEr
     let out = out.into_inner();
     if opts.verify {
         let archive = Archive::new(&out[..]).map_err(|e| EncodeError::SelfCheck(e.to_string()))?;
-        self_check(archive, &report, opts.threads)?;
+        self_check(archive, &report, opts.threads, opts.source_sha256.is_some())?;
     }
     Ok(out)
 }
@@ -272,7 +272,7 @@ pub fn compress_file(
         // The temp file is removed if the check fails.
         let f = tmp.file().map_err(|e| EncodeError::io(dst, e))?;
         let archive = Archive::new(f).map_err(|e| EncodeError::SelfCheck(e.to_string()))?;
-        self_check(archive, &report, opts.threads)?;
+        self_check(archive, &report, opts.threads, opts.source_sha256.is_some())?;
     }
     tmp.set_mode_from(src);
     tmp.persist(dst, overwrite).map_err(|e| {

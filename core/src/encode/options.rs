@@ -40,6 +40,14 @@ pub struct CompressOptions {
     /// the only check that a program rebuilds its region: coding a region
     /// does not execute it a second time.
     pub verify: bool,
+    /// The source's SHA-256 when the caller already has it (a download
+    /// checked against the Hub's LFS oid): the archive records it and the
+    /// source is not hashed a second time (at one thread, hashing is a
+    /// fifth of compressing). Bytes that are not this digest's fail the
+    /// archive's SHA-256 check wherever it is decoded: with
+    /// [`verify`](Self::verify) before the archive is handed over, as
+    /// `brevis-hub mirror` proves every archive it builds.
+    pub source_sha256: Option<[u8; 32]>,
 }
 
 impl Default for CompressOptions {
@@ -55,6 +63,7 @@ impl Default for CompressOptions {
             sidecar: None,
             whole_file: true,
             verify: true,
+            source_sha256: None,
         }
     }
 }
@@ -110,6 +119,12 @@ impl CompressOptions {
     /// (on by default).
     pub fn verify(mut self, v: bool) -> Self {
         self.verify = v;
+        self
+    }
+    /// Give the source's SHA-256, known beforehand (see
+    /// [`source_sha256`](Self::source_sha256)), or `None` to hash it.
+    pub fn source_sha256(mut self, sha256: Option<[u8; 32]>) -> Self {
+        self.source_sha256 = sha256;
         self
     }
 }

@@ -28,9 +28,10 @@ const BIG_BYTES: u64 = 1 << 20;
 /// zstd level of bytes segments of [`BIG_BYTES`] or more.
 const BIG_BYTES_ZSTD_LEVEL: i32 = 9;
 
-/// A region's program bytes, the checksum of its source bytes, and them
-/// (borrowed from a source in memory).
-type CodedRegion<'s> = (Vec<u8>, u64, Cow<'s, [u8]>);
+/// A region's program, the checksum of its source bytes, and them
+/// (borrowed from a source in memory). The writer serializes the program
+/// straight into the archive.
+type CodedRegion<'s> = (Node, u64, Cow<'s, [u8]>);
 
 /// A batch of regions (segment, region index) and what coding them gave.
 type CodedBatch<'a, 's> = (
@@ -97,7 +98,7 @@ pub(super) fn encode_segments<W: Write + Seek>(
         descs: &descs,
         geometry: &geometry,
         opts,
-        file_sha: Sha256::new(),
+        file_sha: opts.source_sha256.is_none().then(Sha256::new),
         sha_at: 0,
         body_pos: PREAMBLE_LEN,
         regions: vec![Vec::new(); descs.len()],
@@ -122,7 +123,10 @@ pub(super) fn encode_segments<W: Write + Seek>(
         .collect();
     opts.progress.finish();
     assert_eq!(sha_at, len, "regions tile the file");
-    let sha256: [u8; 32] = file_sha.finalize().into();
+    let sha256: [u8; 32] = match (file_sha, opts.source_sha256) {
+        (Some(sha), _) => sha.finalize().into(),
+        (None, known) => known.expect("hashed unless known"),
+    };
     let table_len = finish_archive(out, &segments, len, sha256, body_pos)?;
     Ok(CompressReport {
         original_len: len,
@@ -282,7 +286,7 @@ impl<'s> RegionCoder<'_, 's> {
         };
         let checksum = xxh3(&bytes);
         // The source bytes go back to be hashed in order.
-        Ok((wire::write(&node), checksum, bytes))
+        Ok((node, checksum, bytes))
     }
 }
 
@@ -293,8 +297,9 @@ struct RegionWriter<'a, W> {
     geometry: &'a [(u64, u64)],
     opts: &'a CompressOptions,
     /// The SHA-256 of the whole file (for the preamble), taken over the
-    /// regions as they are written: they tile the file in order.
-    file_sha: Sha256,
+    /// regions as they are written (they tile the file in order); `None`
+    /// when the caller gave it ([`CompressOptions::source_sha256`]).
+    file_sha: Option<Sha256>,
     /// How many bytes of the file `file_sha` has seen.
     sha_at: u64,
     /// Where the next region's body goes in the archive.
@@ -311,7 +316,7 @@ impl<W: Write> RegionWriter<'_, W> {
         coded: Vec<Result<CodedRegion, EncodeError>>,
     ) -> Result<(), EncodeError> {
         for (&(si, r), c) in batch.iter().zip(coded) {
-            let (body, checksum, bytes) = c?;
+            let (node, checksum, bytes) = c?;
             let d = &self.descs[si];
             let wb = d.dtype.word_bytes() as u64;
             let (rw, total) = self.geometry[si];
@@ -321,15 +326,18 @@ impl<W: Write> RegionWriter<'_, W> {
                 self.sha_at,
                 "regions tile the file in order"
             );
-            self.file_sha.update(&bytes);
+            if let Some(sha) = &mut self.file_sha {
+                sha.update(&bytes);
+            }
             self.sha_at += raw_len;
-            self.out.write_all(&body).map_err(|e| io("<output>", e))?;
+            let body_len = wire::serialized_size(&node) as u64;
+            wire::write_to(&node, &mut *self.out).map_err(|e| io("<output>", e))?;
             self.regions[si].push(Region {
                 body_offset: self.body_pos,
-                body_len: body.len() as u64,
+                body_len,
                 checksum,
             });
-            self.body_pos += body.len() as u64;
+            self.body_pos += body_len;
             self.opts.progress.advance(raw_len);
         }
         Ok(())

@@ -65,15 +65,64 @@ fn self_check_rejects_an_archive_of_other_bytes() {
     let mut out = std::io::Cursor::new(Vec::new());
     let report = compress_source(&&data[..], Path::new("<memory>"), &mut out, &opts).unwrap();
     let archive = out.into_inner();
-    self_check(Archive::new(&archive[..]).unwrap(), &report, 1).unwrap();
+    self_check(Archive::new(&archive[..]).unwrap(), &report, 1, false).unwrap();
     let mut other = report.clone();
     other.sha256[0] ^= 1;
-    let e = self_check(Archive::new(&archive[..]).unwrap(), &other, 1).unwrap_err();
+    let e = self_check(Archive::new(&archive[..]).unwrap(), &other, 1, false).unwrap_err();
     assert!(matches!(e, EncodeError::SelfCheck(_)), "{e}");
     let mut longer = report;
     longer.original_len += 1;
-    let e = self_check(Archive::new(&archive[..]).unwrap(), &longer, 1).unwrap_err();
+    let e = self_check(Archive::new(&archive[..]).unwrap(), &longer, 1, false).unwrap_err();
     assert!(e.to_string().contains("bytes decoded"), "{e}");
+}
+
+#[test]
+#[cfg(feature = "parallel")]
+fn a_source_sha256_given_is_recorded_unhashed_and_checked() {
+    use sha2::Digest;
+    // A small f16 file of several regions, and its own digest.
+    let n = 1usize << 14;
+    let tensor: Vec<u8> = (0..n as u64)
+        .flat_map(|i| ((((i * 2_654_435_761) >> 7) & 0x3ff) as u16 | 14 << 10).to_le_bytes())
+        .collect();
+    let file = f16_file(&tensor);
+    let sha: [u8; 32] = sha2::Sha256::digest(&file).into();
+    let opts = CompressOptions::default().threads(2).region_words(1024);
+    let hashed = compress(&file, &opts).unwrap();
+    // The right digest given: the same archive, proven.
+    let given = compress(&file, &opts.clone().source_sha256(Some(sha))).unwrap();
+    assert_eq!(given, hashed);
+    // A wrong one: the self-check names both digests and nothing is
+    // handed over (a file left nothing at its destination).
+    let mut wrong = sha;
+    wrong[31] ^= 1;
+    let e = compress(&file, &opts.clone().source_sha256(Some(wrong))).unwrap_err();
+    match &e {
+        EncodeError::SourceSha256 { given, actual } => {
+            assert_eq!((given, actual), (&hex(&wrong), &hex(&sha)), "{e}")
+        }
+        e => panic!("{e}"),
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("a.safetensors"), dir.path().join("a.brv"));
+    std::fs::write(&src, &file).unwrap();
+    let e = compress_file(&src, &dst, false, &opts.clone().source_sha256(Some(wrong)));
+    assert!(matches!(e, Err(EncodeError::SourceSha256 { .. })));
+    assert!(!dst.exists());
+    // Unverified, the archive records the digest given: the source was
+    // not hashed, and decoding it fails its SHA-256 check.
+    let unproven = compress(&file, &opts.verify(false).source_sha256(Some(wrong))).unwrap();
+    let a = Archive::new(&unproven[..]).unwrap();
+    assert_eq!(a.info().sha256, wrong);
+    let e = a
+        .decode_to(&mut Vec::new(), &crate::DecompressOptions::default())
+        .unwrap_err();
+    assert!(matches!(e, crate::DecodeError::ShaMismatch { .. }), "{e}");
+}
+
+/// Lowercase hex.
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 #[test]
@@ -250,7 +299,7 @@ fn near_duplicate_tensors_are_coded_whole() {
     );
     let archive = out.into_inner();
     assert_eq!(archive.len() as u64, r.archive_len);
-    self_check(Archive::new(&archive[..]).unwrap(), &r, 1).unwrap();
+    self_check(Archive::new(&archive[..]).unwrap(), &r, 1, false).unwrap();
     // Into a file, at one thread and two: the whole-file archive is
     // written over the tensor archive and the file cut to its length.
     let dir = std::env::temp_dir().join(format!("brevis-whole-{}", std::process::id()));

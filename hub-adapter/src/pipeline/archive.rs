@@ -129,7 +129,7 @@ async fn build_archive(
     loop {
         if !reuse {
             (opts.notes)(&format!("compressing {}", f.path));
-            compress(opts, coding, &local, &out, &f.path).await?;
+            compress(opts, coding, &local, &out, (&f.path, h.sha256)).await?;
         } else {
             // Its compression is done: an earlier run did it.
             opts.progress.file_advance(&f.path, f.size);
@@ -161,17 +161,20 @@ async fn build_archive(
     }
 }
 
-/// Compress `local` (the source file `path`) into `out`, unverified: the
-/// caller proves it against the Hub's SHA-256.
+/// Compress `local` (the source file `path`, whose SHA-256 is `sha256`:
+/// checked as it was downloaded, so not hashed again) into `out`,
+/// unverified: the caller proves it against the Hub's SHA-256, which a
+/// source that changed since fails.
 async fn compress(
     opts: &MirrorOptions,
     coding: &Coding,
     local: &Path,
     out: &Path,
-    path: &str,
+    (path, sha256): (&str, [u8; 32]),
 ) -> Result<()> {
     let mut co = brevis_core::CompressOptions::default()
         .verify(false)
+        .source_sha256(Some(sha256))
         .threads(opts.threads)
         .level(opts.level)
         .prior(coding.prior.clone())
