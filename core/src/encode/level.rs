@@ -110,6 +110,15 @@ impl Level {
         wanted.min(cap)
     }
 
+    /// zstd level of a tensor's byte planes (`GenericPlanes`: tables of
+    /// repeated rows, such as sinusoidal position encodings): 5 up to the
+    /// default, 9 above (capped as [`Level::zstd`]). On whisper's position
+    /// encodings (1.15 MB) level 9 is 1.4 KB smaller than 5 and takes
+    /// 13 ms against 7.5, 4% of the whole file's compression time.
+    pub(crate) fn planes_zstd(self) -> i32 {
+        self.zstd(if self.0 <= 6 { 5 } else { 9 })
+    }
+
     /// Whether megabytes of opaque bytes in a tensor file (a GGUF's token
     /// tables) get the header's zstd level rather than a faster one.
     pub(crate) fn slow_big_bytes(self) -> bool {

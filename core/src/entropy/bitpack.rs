@@ -27,8 +27,11 @@ pub(super) fn raw_bytes<W: Word>(words: &[W], width: u8) -> Vec<u8> {
     out
 }
 
+/// Room `pack_into` may take past the packed bytes (its 8-byte stores).
+const PACK_SLACK: usize = 8;
+
 pub(super) fn bitpack<W: Word>(words: &[W], k: u32) -> Vec<u8> {
-    let mut out = Vec::with_capacity(1 + (words.len() * k as usize).div_ceil(8));
+    let mut out = Vec::with_capacity(1 + (words.len() * k as usize).div_ceil(8) + PACK_SLACK);
     out.push(k as u8);
     pack_into(words, k, &mut out);
     out
@@ -36,7 +39,7 @@ pub(super) fn bitpack<W: Word>(words: &[W], k: u32) -> Vec<u8> {
 
 /// Words of `k` bits packed LSB first (the last byte zero-padded).
 pub(super) fn pack_bits<W: Word>(words: &[W], k: u32) -> Vec<u8> {
-    let mut out = Vec::with_capacity((words.len() * k as usize).div_ceil(8));
+    let mut out = Vec::with_capacity((words.len() * k as usize).div_ceil(8) + PACK_SLACK);
     pack_into(words, k, &mut out);
     out
 }
@@ -77,7 +80,7 @@ pub(super) fn pack_small<W: Word, const K: usize>(words: &[W], out: &mut Vec<u8>
         // Bytes in: 8 fields gathered from the 8 bytes of a word (the
         // inverse of `spread`), stored 8 bytes wide at a K-byte stride (each
         // store's spare bytes are overwritten by the next).
-        out.resize(start + len + 8, 0);
+        out.resize(start + len + PACK_SLACK, 0);
         let o = &mut out[start..];
         let whole = bytes.len() / 8;
         for (g, c) in bytes.chunks_exact(8).enumerate() {
@@ -92,7 +95,7 @@ pub(super) fn pack_small<W: Word, const K: usize>(words: &[W], out: &mut Vec<u8>
         out.truncate(start + len);
         return;
     }
-    out.reserve(len + 8);
+    out.reserve(len + PACK_SLACK);
     for chunk in words.chunks(8) {
         let mut v = 0u64;
         for (j, &w) in chunk.iter().enumerate() {

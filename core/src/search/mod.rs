@@ -476,8 +476,8 @@ fn generic_penalty(t: &Target<'_>) -> usize {
 const GENERIC_PENALTY_DIV: usize = 24;
 
 /// Whether zstd on the target's byte planes could beat `incumbent` bytes:
-/// zstd -1 of the planes must beat it before [`shape::PLANES_ZSTD_LEVEL`]
-/// is paid for (on planes that pay, level 9 saves another 2-3%). Words of
+/// zstd -1 of the planes must beat it before the level's planes zstd
+/// level is paid for (on planes that pay, level 9 saves another 2-3%). Words of
 /// 16 bits or more; `raw` as for [`generic_may_win`] (cut without widening
 /// to words where the width allows).
 fn planes_may_win(t: &Target<'_>, raw: &[u8], incumbent: usize) -> bool {

@@ -20,7 +20,7 @@ pub enum Shape {
     /// A literal that may also use the generic codec (zstd).
     Generic,
     /// The word's byte planes (most significant first), each a literal that
-    /// may also use zstd at [`PLANES_ZSTD_LEVEL`]: tables of many repeated
+    /// may also use zstd (at most [`PLANES_ZSTD_LEVEL`]): tables of many repeated
     /// rows (position encodings) that zstd on whole words codes worse.
     GenericPlanes,
     /// Split words into fields.
@@ -90,9 +90,10 @@ impl Shape {
     }
 }
 
-/// zstd level of the byte planes of [`Shape::GenericPlanes`]: -19 gains a
-/// few percent on planes at many times the time, and planes at -9 already
-/// beat -19 on the whole words where planes are chosen.
+/// Highest zstd level of the byte planes of [`Shape::GenericPlanes`] (the
+/// best levels'; the default uses 5): -19 gains a few percent on planes
+/// at many times the time, and planes at -9 already beat -19 on the whole
+/// words where planes are chosen.
 pub const PLANES_ZSTD_LEVEL: i32 = 9;
 
 /// Settings for coding a region with a shape.
@@ -100,6 +101,9 @@ pub const PLANES_ZSTD_LEVEL: i32 = 9;
 pub struct Instantiate<'a> {
     /// zstd level of `Generic` leaves.
     pub zstd_level: i32,
+    /// zstd level of the byte planes of `GenericPlanes` (at most
+    /// [`PLANES_ZSTD_LEVEL`]; see [`Level`](crate::Level)).
+    pub planes_zstd_level: i32,
     /// Price literals chosen by the literal chooser instead of coding them
     /// (see [`entropy::price_best`]): their payloads are zero bytes of the
     /// estimated length, so the node is only good for
@@ -129,6 +133,7 @@ impl Default for Instantiate<'_> {
     fn default() -> Self {
         Instantiate {
             zstd_level: 19,
+            planes_zstd_level: PLANES_ZSTD_LEVEL,
             priced: false,
             leaves: None,
             overhead: 1.0,
@@ -146,6 +151,7 @@ impl Instantiate<'_> {
         let d = Instantiate::default();
         Instantiate {
             zstd_level: level.zstd(d.zstd_level),
+            planes_zstd_level: level.planes_zstd(),
             cap: level.contexts(),
             time: level.time(),
             ..d
@@ -420,7 +426,7 @@ fn inst(
                 .split(words)
                 .iter()
                 .map(|p| {
-                    let level = PLANES_ZSTD_LEVEL.min(cfg.zstd_level);
+                    let level = cfg.planes_zstd_level.min(cfg.zstd_level);
                     lit_auto(p, 8, &[], Some(level), cfg, all)
                 })
                 .collect();
