@@ -469,7 +469,8 @@ def in_memory_table(results):
           "source for the archive's SHA-256), encode = compress given the source's SHA-256 (as `mirror` "
           "compresses a download checked against the Hub's), decode = the decoder alone (each region's "
           "checksum checked), decompress = decode + the SHA-256 of the output checked against the "
-          "archive's. ZipNN: per tensor, threads=1, in memory, no hash (as in the speed table above)."]
+          "archive's; at all threads a model of several files decodes them at once, as `decompress` does. "
+          "ZipNN: per tensor, threads=1, in memory, no hash (as in the speed table above)."]
     return L
 
 

@@ -622,6 +622,26 @@ fn regression_16_bench_json_paths_totals_and_nulls() {
         }
     }
     assert!(o.stdout.contains("| total |"), "{}", o.stdout);
+    // A folder of several files: its decoding on all threads is timed
+    // with the files at once, as `decompress` runs them (each alone above).
+    for m in models {
+        assert_eq!(m["files_decoded_at_once"], false, "{m}");
+    }
+    let o = run(p, &["bench", ".", "--no-zstd19", "--no-prior", "--json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("bench --json is JSON");
+    let m = &v["models"][0];
+    assert_eq!(
+        (m["files"].as_u64(), &m["files_decoded_at_once"]),
+        (Some(2), &serde_json::json!(true)),
+        "{m}"
+    );
+    for k in ["brevis_decode_all", "brevis_decompress_all"] {
+        assert!(
+            m["mb_per_s"][k].as_f64().is_some_and(|x| x > 0.0),
+            "{k}: {m}"
+        );
+    }
 }
 
 /// #21: an empty input has one ratio in JSON (1.0, `brevis_core::ratio`,
