@@ -223,66 +223,20 @@ pub(crate) fn xxh3(bytes: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(bytes)
 }
 
-/// Regions a thread takes in one batch at most (coding).
-pub(crate) const BATCH_REGIONS_PER_THREAD: usize = 4;
-
-/// Bytes (source) a thread takes in one batch at most when coding, and
-/// decoded bytes a thread may hold ahead of the writer when decoding,
-/// unless a single region is larger: regions of 32 MiB (bytes, format v4)
-/// come one a thread, not four.
+/// Bytes a thread may hold ahead of the writer: source bytes claimed for
+/// coding and not yet written, decoded bytes not yet handed out (always at
+/// least one region, however large: regions of 32 MiB, bytes in format
+/// v4, come one a thread).
 pub(crate) const BATCH_BYTES_PER_THREAD: u64 = 32 << 20;
 
-/// Cut jobs of `sizes` bytes, in order, into batches for `threads` threads:
-/// at most [`BATCH_REGIONS_PER_THREAD`] regions and
-/// [`BATCH_BYTES_PER_THREAD`] bytes a thread, and never fewer than one
-/// region a thread while the bytes allow it. What a pool holds at once is
-/// then bounded by bytes, whatever the regions' sizes.
-pub(crate) fn batches(sizes: &[u64], threads: usize) -> Vec<std::ops::Range<usize>> {
-    let threads = threads.max(1);
-    let max_regions = threads * BATCH_REGIONS_PER_THREAD;
-    let max_bytes = threads as u64 * BATCH_BYTES_PER_THREAD;
-    let mut out = Vec::new();
-    let (mut start, mut bytes) = (0, 0u64);
-    for (i, &s) in sizes.iter().enumerate() {
-        let n = i - start;
-        if n > 0 && (n == max_regions || (n >= threads && bytes.saturating_add(s) > max_bytes)) {
-            out.push(start..i);
-            (start, bytes) = (i, 0);
-        }
-        bytes = bytes.saturating_add(s);
-    }
-    if start < sizes.len() {
-        out.push(start..sizes.len());
-    }
-    out
-}
+/// Regions a thread may code ahead of the writer: with small regions (1
+/// MiB of bf16) the bytes alone would let 64 wait for a slow writer on two
+/// threads. (Astra, `compress -T2` with its proof: peak 69 -> 51 MB, as
+/// fast.)
+pub(crate) const REGIONS_AHEAD_PER_THREAD: usize = 4;
 
-#[cfg(test)]
-mod batch_tests {
-    use super::*;
-
-    #[test]
-    fn batches_are_bounded_by_regions_and_bytes() {
-        const M: u64 = 1 << 20;
-        // Small regions: four a thread.
-        let b = batches(&[M; 20], 2);
-        assert_eq!(b, vec![0..8, 8..16, 16..20]);
-        // Regions of 32 MiB: one a thread.
-        let b = batches(&[32 * M; 5], 2);
-        assert_eq!(b, vec![0..2, 2..4, 4..5]);
-        // Mixed: bytes close a batch once every thread has a region.
-        let b = batches(&[8 * M, 8 * M, 32 * M, 8 * M, 8 * M, 8 * M], 2);
-        assert_eq!(b, vec![0..5, 5..6]);
-        // One thread: at most four regions and 32 MiB.
-        assert_eq!(batches(&[16 * M; 3], 1), vec![0..2, 2..3]);
-        assert!(batches(&[], 4).is_empty());
-        // Every job once, in order.
-        let sizes: Vec<u64> = (0..100).map(|i| (i * 7919 % 40) * M).collect();
-        for t in 1..5 {
-            let b = batches(&sizes, t);
-            assert_eq!(b.first().unwrap().start, 0);
-            assert_eq!(b.last().unwrap().end, 100);
-            assert!(b.windows(2).all(|w| w[0].end == w[1].start));
-        }
-    }
-}
+/// Regions a thread may decode ahead of the one handed out (to be hashed
+/// and written): fewer than 16 slowed two threads down (astra at 8 in
+/// all: 2T decompress 1.65x 1T, not 1.9x); 16 took `decompress -T2`'s
+/// peak from 58 to 40 MB at the same speed.
+pub(crate) const DECODED_AHEAD_PER_THREAD: usize = 16;

@@ -511,8 +511,9 @@ impl<R: ReadAt> Archive<R> {
     /// for its length, and hand them to `done` in order on this thread.
     /// One thread decodes a region at a time (memory: one region). With
     /// more, `threads - 1` helpers and this thread take regions in order as
-    /// they come free, at most [`super::BATCH_BYTES_PER_THREAD`] bytes a
-    /// thread ahead of the next one `done` takes (at least one region);
+    /// they come free, at most [`super::BATCH_BYTES_PER_THREAD`] bytes and
+    /// [`super::DECODED_AHEAD_PER_THREAD`] regions a thread ahead of the
+    /// next one `done` takes (at least one region);
     /// this thread hands each region
     /// to `done` as soon as it is decoded, and decodes one itself whenever
     /// the next is not ready: as many threads busy as asked for, none
@@ -560,6 +561,7 @@ impl<R: ReadAt> Archive<R> {
         }
         let window = Window {
             bytes: threads as u64 * super::BATCH_BYTES_PER_THREAD,
+            regions: threads * super::DECODED_AHEAD_PER_THREAD,
             sizes: &sizes,
         };
         let shared = Shared {
@@ -638,9 +640,11 @@ impl<R: ReadAt> Archive<R> {
     }
 }
 
-/// How far ahead of the region handed out last decoding may run.
+/// How far ahead of the region handed out last decoding may run: in
+/// bytes and in regions.
 struct Window<'a> {
     bytes: u64,
+    regions: usize,
     sizes: &'a [u64],
 }
 
@@ -650,7 +654,8 @@ impl Window<'_> {
     fn claim<B, N: FnMut(usize) -> B>(&self, st: &mut Claims<B, N>) -> Option<(usize, B)> {
         let i = st.claimed;
         let len = *self.sizes.get(i)?;
-        if st.failed || (st.in_flight > 0 && st.in_flight + len > self.bytes) {
+        let full = st.in_flight + len > self.bytes || i - st.handed >= self.regions;
+        if st.failed || (st.in_flight > 0 && full) {
             return None;
         }
         st.claimed += 1;

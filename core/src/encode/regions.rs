@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 use super::dedup::duplicates;
 use super::segments::{read_cow, read_sample, segment_region_words};
 use super::{CompressOptions, CompressReport, file_label, io};
+use crate::container::{BATCH_BYTES_PER_THREAD, REGIONS_AHEAD_PER_THREAD};
 use crate::container::{
     HEADER_ZSTD_LEVEL, PREAMBLE_LEN, Preamble, ReadAt, Region, Segment, SegmentDesc, SegmentKind,
     layout, pack_table, write_table, xxh3,
@@ -32,12 +33,6 @@ const BIG_BYTES_ZSTD_LEVEL: i32 = 9;
 /// (borrowed from a source in memory). The writer serializes the program
 /// straight into the archive.
 type CodedRegion<'s> = (Node, u64, Cow<'s, [u8]>);
-
-/// A batch of regions (segment, region index) and what coding them gave.
-type CodedBatch<'a, 's> = (
-    &'a [(usize, u64)],
-    Vec<Result<CodedRegion<'s>, EncodeError>>,
-);
 
 /// A segment's shape, candidates judged, and its program if the search
 /// coded the whole segment.
@@ -76,7 +71,7 @@ pub(super) fn encode_segments<W: Write + Seek>(
         search_segments(src, &descs, &mut plans, &label, &pool, opts)?;
     let search_seconds = search_start.elapsed().as_secs_f64();
 
-    // Pass 2: regions in parallel batches, written in order.
+    // Pass 2: regions coded in parallel, written in order.
     out.write_all(&[0u8; PREAMBLE_LEN as usize])
         .map_err(|e| io("<output>", e))?;
     opts.progress
@@ -217,15 +212,6 @@ impl<'s> RegionCoder<'_, 's> {
         rw.min(total - r * rw)
     }
 
-    /// Code a batch of regions on the pool.
-    fn code_batch(
-        &self,
-        pool: &crate::pool::Workers,
-        batch: &[(usize, u64)],
-    ) -> Vec<Result<CodedRegion<'s>, EncodeError>> {
-        pool.install(|| batch.par_iter().map(|&(si, r)| self.code(si, r)).collect())
-    }
-
     /// Code region `r` of segment `si`.
     fn code(&self, si: usize, r: u64) -> Result<CodedRegion<'s>, EncodeError> {
         let cfg = Instantiate {
@@ -309,78 +295,198 @@ struct RegionWriter<'a, W> {
 }
 
 impl<W: Write> RegionWriter<'_, W> {
-    /// Write a coded batch in order, hashing its source bytes.
-    fn write_batch(
-        &mut self,
-        batch: &[(usize, u64)],
-        coded: Vec<Result<CodedRegion, EncodeError>>,
-    ) -> Result<(), EncodeError> {
-        for (&(si, r), c) in batch.iter().zip(coded) {
-            let (node, checksum, bytes) = c?;
-            let d = &self.descs[si];
-            let wb = d.dtype.word_bytes() as u64;
-            let (rw, total) = self.geometry[si];
-            let raw_len = rw.min(total - r * rw) * wb;
-            assert_eq!(
-                d.offset + r * rw * wb,
-                self.sha_at,
-                "regions tile the file in order"
-            );
-            if let Some(sha) = &mut self.file_sha {
-                sha.update(&bytes);
-            }
-            self.sha_at += raw_len;
-            let body_len = wire::serialized_size(&node) as u64;
-            wire::write_to(&node, &mut *self.out).map_err(|e| io("<output>", e))?;
-            self.regions[si].push(Region {
-                body_offset: self.body_pos,
-                body_len,
-                checksum,
-            });
-            self.body_pos += body_len;
-            self.opts.progress.advance(raw_len);
+    /// Write region `r` of segment `si`, the next in order, hashing its
+    /// source bytes.
+    fn write_one(&mut self, (si, r): (usize, u64), coded: CodedRegion) -> Result<(), EncodeError> {
+        let (node, checksum, bytes) = coded;
+        let d = &self.descs[si];
+        let wb = d.dtype.word_bytes() as u64;
+        let (rw, total) = self.geometry[si];
+        let raw_len = rw.min(total - r * rw) * wb;
+        assert_eq!(
+            d.offset + r * rw * wb,
+            self.sha_at,
+            "regions tile the file in order"
+        );
+        if let Some(sha) = &mut self.file_sha {
+            sha.update(&bytes);
         }
+        self.sha_at += raw_len;
+        let body_len = wire::serialized_size(&node) as u64;
+        wire::write_to(&node, &mut *self.out).map_err(|e| io("<output>", e))?;
+        self.regions[si].push(Region {
+            body_offset: self.body_pos,
+            body_len,
+            checksum,
+        });
+        self.body_pos += body_len;
+        self.opts.progress.advance(raw_len);
         Ok(())
     }
 }
 
-/// Code every region on the pool and write them in order. With two
-/// threads or more, batch n is written (and hashed) on this thread while
-/// the pool codes batch n + 1.
+/// Code every region and write them in order. With two threads or more,
+/// `threads - 1` of the pool's workers and this thread take regions in
+/// order as they come free, at most [`BATCH_BYTES_PER_THREAD`] bytes of
+/// source and [`REGIONS_AHEAD_PER_THREAD`] regions a thread ahead of the
+/// next region to write (at least one region); this thread writes (and hashes) each region as soon as it is
+/// coded, and codes one itself whenever the next is not ready. No thread
+/// waits on a batch's slowest region. The first error, in order, ends it.
 fn code_and_write<W: Write>(
     pool: &crate::pool::Workers,
     coder: &RegionCoder<'_, '_>,
     writer: &mut RegionWriter<'_, W>,
 ) -> Result<(), EncodeError> {
     let jobs = coder.jobs();
-    let overlap = pool.current_num_threads() >= 2;
-    let mut pending: Option<CodedBatch<'_, '_>> = None;
-    // Up to four regions and 32 MiB of source a thread.
+    let threads = pool.current_num_threads();
+    if threads < 2 {
+        for &(si, r) in &jobs {
+            writer.write_one((si, r), coder.code(si, r)?)?;
+        }
+        return Ok(());
+    }
     let sizes: Vec<u64> = jobs
         .iter()
         .map(|&(si, r)| coder.region_len(si, r) * coder.descs[si].dtype.word_bytes() as u64)
         .collect();
-    for range in crate::container::batches(&sizes, pool.current_num_threads()) {
-        let batch = &jobs[range];
-        if !overlap {
-            writer.write_batch(batch, coder.code_batch(pool, batch))?;
-            continue;
+    let (window, most) = (
+        threads as u64 * BATCH_BYTES_PER_THREAD,
+        threads * REGIONS_AHEAD_PER_THREAD,
+    );
+    let shared = Shared {
+        state: std::sync::Mutex::new(Claims {
+            claimed: 0,
+            written: 0,
+            in_flight: 0,
+            failed: false,
+            coded: (0..jobs.len()).map(|_| None).collect(),
+        }),
+        changed: std::sync::Condvar::new(),
+    };
+    // The next region to code, if the window allows one more (always
+    // one, however large, when none is in flight).
+    let claim = |st: &mut Claims<'_>| -> Option<usize> {
+        let i = st.claimed;
+        let len = *sizes.get(i)?;
+        let full = st.in_flight + len > window || i - st.written >= most;
+        if st.failed || (st.in_flight > 0 && full) {
+            return None;
         }
-        let mut next = None;
-        let mut written = Ok(());
-        pool.in_place_scope(|scope| {
-            scope.spawn(|_| next = Some(coder.code_batch(pool, batch)));
-            if let Some((b, c)) = pending.take() {
-                written = writer.write_batch(b, c);
-            }
-        });
-        written?;
-        pending = Some((batch, next.expect("the scope ran the batch")));
+        st.claimed += 1;
+        st.in_flight += len;
+        Some(i)
+    };
+    // Code region `i` and say so. (Should coding panic, the region fails
+    // first, so that no thread waits for it forever, and the panic goes
+    // on: the scope raises it.)
+    let code_one = |i: usize| {
+        let (si, r) = jobs[i];
+        let c = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| coder.code(si, r)));
+        let mut st = shared.lock();
+        let (c, panic) = match c {
+            Ok(c) => (c, None),
+            Err(p) => (
+                Err(EncodeError::SelfCheck("the encoder panicked".into())),
+                Some(p),
+            ),
+        };
+        st.failed |= c.is_err();
+        st.coded[i] = Some(c);
+        shared.changed.notify_all();
+        drop(st);
+        if let Some(panic) = panic {
+            std::panic::resume_unwind(panic);
+        }
+    };
+    pool.in_place_scope(|scope| {
+        for _ in 1..threads {
+            scope.spawn(|_| {
+                loop {
+                    let mut st = shared.lock();
+                    let i = loop {
+                        if st.failed || st.claimed == sizes.len() {
+                            return;
+                        }
+                        if let Some(i) = claim(&mut st) {
+                            break i;
+                        }
+                        st = shared.wait(st);
+                    };
+                    drop(st);
+                    code_one(i);
+                }
+            });
+        }
+        // On any return, the helpers stop at their next claim.
+        let _stop = Stop(&shared);
+        for (i, &job) in jobs.iter().enumerate() {
+            let coded = loop {
+                let mut st = shared.lock();
+                if let Some(c) = st.coded[i].take() {
+                    break c;
+                }
+                match claim(&mut st) {
+                    Some(j) => {
+                        drop(st);
+                        code_one(j);
+                    }
+                    None => drop(shared.wait(st)),
+                }
+            };
+            writer.write_one(job, coded?)?;
+            let mut st = shared.lock();
+            st.written = i + 1;
+            st.in_flight -= sizes[i];
+            shared.changed.notify_all();
+        }
+        Ok(())
+    })
+}
+
+/// What the threads of [`code_and_write`] share.
+struct Claims<'s> {
+    /// Regions claimed (the next one to claim).
+    claimed: usize,
+    /// Regions written.
+    written: usize,
+    /// Source bytes of regions claimed and not yet written.
+    in_flight: u64,
+    /// A region failed (or writing did): claim no more.
+    failed: bool,
+    /// Each region's result, until written.
+    coded: Vec<Option<Result<CodedRegion<'s>, EncodeError>>>,
+}
+
+struct Shared<'s> {
+    state: std::sync::Mutex<Claims<'s>>,
+    changed: std::sync::Condvar,
+}
+
+impl<'s> Shared<'s> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Claims<'s>> {
+        // A thread that panicked holding the lock left nothing half-done
+        // that matters: the scope re-raises its panic.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
-    if let Some((b, c)) = pending.take() {
-        writer.write_batch(b, c)?;
+
+    fn wait<'g>(
+        &self,
+        g: std::sync::MutexGuard<'g, Claims<'s>>,
+    ) -> std::sync::MutexGuard<'g, Claims<'s>> {
+        self.changed.wait(g).unwrap_or_else(|e| e.into_inner())
     }
-    Ok(())
+}
+
+/// Marks the coding failed when dropped (an early return of the thread
+/// that writes), so the helpers stop.
+struct Stop<'a, 's>(&'a Shared<'s>);
+
+impl Drop for Stop<'_, '_> {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.failed = true;
+        self.0.changed.notify_all();
+    }
 }
 
 /// Write the segment table after the bodies, then the preamble over the

@@ -58,6 +58,63 @@ fn compressing_runs_on_one_shared_pool() {
     }
 }
 
+/// A source whose regions fail to read past the middle (its earlier reads,
+/// for duplicates and the search's sample, succeed) fails compression with
+/// its error on every number of threads, whichever thread read it, and no
+/// thread is left waiting (the regions are claimed as they come free).
+#[test]
+#[cfg(feature = "parallel")]
+fn a_read_error_mid_file_fails_compression_without_a_hang() {
+    /// Bytes whose region reads past offset `.1` fail.
+    struct Failing(Vec<u8>, u64);
+    impl ReadAt for Failing {
+        fn len(&self) -> std::io::Result<u64> {
+            Ok(self.0.len() as u64)
+        }
+        fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+            // A region: 1024 words of 2 bytes.
+            if offset > self.1 && buf.len() == 2048 {
+                return Err(std::io::Error::other("the disk went away"));
+            }
+            self.0[..].read_exact_at(offset, buf)
+        }
+    }
+    let n = 1usize << 16;
+    let tensor: Vec<u8> = (0..n as u64)
+        .flat_map(|i| ((((i * 2_654_435_761) >> 7) & 0x3ff) as u16 | 14 << 10).to_le_bytes())
+        .collect();
+    // 64 rows of 1024 words: a region a row.
+    let header = format!(
+        r#"{{"w":{{"dtype":"F16","shape":[64,1024],"data_offsets":[0,{}]}}}}"#,
+        tensor.len()
+    );
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(header.as_bytes());
+    file.extend_from_slice(&tensor);
+    let read = |threads: usize, f: &Failing| {
+        let opts = CompressOptions::default()
+            .threads(threads)
+            .region_words(1024)
+            .whole_file(false)
+            .verify(false);
+        compress_source(
+            f,
+            Path::new("x"),
+            &mut std::io::Cursor::new(Vec::new()),
+            &opts,
+        )
+    };
+    // Whole, it compresses (the failure is only past the middle).
+    read(2, &Failing(file.clone(), u64::MAX)).unwrap();
+    for threads in [1, 2, 4] {
+        let e = read(threads, &Failing(file.clone(), file.len() as u64 / 2)).unwrap_err();
+        assert!(
+            e.to_string().contains("the disk went away"),
+            "{threads}: {e}"
+        );
+    }
+}
+
 #[test]
 fn self_check_rejects_an_archive_of_other_bytes() {
     let data = b"the source; not a safetensors file".repeat(100);
