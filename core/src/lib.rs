@@ -97,6 +97,7 @@ mod entropy;
 mod error;
 mod formats;
 mod fsutil;
+mod ordered;
 mod pool;
 mod progress;
 #[cfg(feature = "search")]

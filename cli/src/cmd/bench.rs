@@ -319,16 +319,8 @@ fn at_once(archives: &[(Vec<u8>, usize)], threads: usize, hash: bool) -> Result<
                 threads,
                 |(_, len)| *len as u64,
                 |(ar, len), threads| {
-                    let archive = Archive::new(&ar[..])?;
                     let mut out = vec![0u8; *len];
-                    let opts = DecompressOptions::default().threads(threads);
-                    if hash {
-                        archive.decode_to_slice(&mut out, &opts).map(|_| ())
-                    } else {
-                        archive
-                            .decode_unhashed_to_slice(&mut out, &opts)
-                            .map(|_| ())
-                    }
+                    decode_into(&Archive::new(&ar[..])?, &mut out, threads, hash)
                 },
             )
         });
@@ -336,6 +328,22 @@ fn at_once(archives: &[(Vec<u8>, usize)], threads: usize, hash: bool) -> Result<
         best = best.min(s);
     }
     Ok(best)
+}
+
+/// Decode `archive` into `out` (its length) on `threads`: with its
+/// SHA-256 check (`hash`, as decompress does) or the decoder alone.
+fn decode_into(
+    archive: &Archive<&[u8]>,
+    out: &mut [u8],
+    threads: usize,
+    hash: bool,
+) -> Result<(), brevis_core::DecodeError> {
+    let opts = DecompressOptions::default().threads(threads);
+    if hash {
+        archive.decode_to_slice(out, &opts).map(|_| ())
+    } else {
+        archive.decode_unhashed_to_slice(out, &opts).map(|_| ())
+    }
 }
 
 /// Timed runs of each Brevis measurement: the fastest is kept.
@@ -390,16 +398,7 @@ fn measure_file(
         // Fresh memory, as a decompressor's output is: its first touch
         // is timed.
         let mut out = vec![0u8; data.len()];
-        let opts = DecompressOptions::default().threads(threads);
-        let (r, s) = timed(|| {
-            if hash {
-                archive.decode_to_slice(&mut out, &opts).map(|_| ())
-            } else {
-                archive
-                    .decode_unhashed_to_slice(&mut out, &opts)
-                    .map(|_| ())
-            }
-        });
+        let (r, s) = timed(|| decode_into(&archive, &mut out, threads, hash));
         r?;
         Ok((out, s))
     };

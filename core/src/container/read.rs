@@ -510,16 +510,12 @@ impl<R: ReadAt> Archive<R> {
     /// Decode every region, in order, each into the buffer `next` gives
     /// for its length, and hand them to `done` in order on this thread.
     /// One thread decodes a region at a time (memory: one region). With
-    /// more, `threads - 1` helpers and this thread take regions in order as
-    /// they come free, at most [`super::BATCH_BYTES_PER_THREAD`] bytes and
-    /// [`super::DECODED_AHEAD_PER_THREAD`] regions a thread ahead of the
-    /// next one `done` takes (at least one region);
-    /// this thread hands each region
-    /// to `done` as soon as it is decoded, and decodes one itself whenever
-    /// the next is not ready: as many threads busy as asked for, none
-    /// waiting on a batch's slowest region, and the hashing and writing in
-    /// `done` on a core of their own only as long as they take. The first
-    /// error, in order, ends it.
+    /// more, helpers and this thread take regions as they come free
+    /// ([`crate::ordered`]), at most [`super::BATCH_BYTES_PER_THREAD`]
+    /// bytes and [`super::DECODED_AHEAD_PER_THREAD`] regions a thread
+    /// ahead of the next one `done` takes; this thread hands each region
+    /// to `done` (which hashes and writes it) as soon as it is decoded. The
+    /// first error, in order, ends it.
     fn decode_regions<B, N, D>(
         &self,
         opts: &DecompressOptions,
@@ -559,156 +555,20 @@ impl<R: ReadAt> Archive<R> {
             }
             return Ok(());
         }
-        let window = Window {
+        let ahead = crate::ordered::Ahead {
             bytes: threads as u64 * super::BATCH_BYTES_PER_THREAD,
-            regions: threads * super::DECODED_AHEAD_PER_THREAD,
-            sizes: &sizes,
+            items: threads * super::DECODED_AHEAD_PER_THREAD,
         };
-        let shared = Shared {
-            state: std::sync::Mutex::new(Claims {
-                next,
-                claimed: 0,
-                handed: 0,
-                in_flight: 0,
-                failed: false,
-                decoded: (0..jobs.len()).map(|_| None).collect(),
-            }),
-            changed: std::sync::Condvar::new(),
-        };
-        // Decode region `i` into `buf` and say so. (Should decoding panic,
-        // the region fails first, so that no thread waits for it forever,
-        // and the panic goes on: the scope raises it.)
-        let decode_one = |i: usize, buf: B| {
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| region(i, buf)));
-            let mut st = shared.lock();
-            let (r, panic) = match r {
-                Ok(r) => (r, None),
-                Err(p) => (Err(DecodeError::corrupt("the decoder panicked")), Some(p)),
-            };
-            st.failed |= r.is_err();
-            st.decoded[i] = Some(r);
-            shared.changed.notify_all();
-            drop(st);
-            if let Some(panic) = panic {
-                std::panic::resume_unwind(panic);
-            }
-        };
-        std::thread::scope(|scope| -> Result<(), DecodeError> {
+        let work = crate::ordered::InOrder::new(&sizes, ahead, next);
+        // (Should decoding panic, the region fails first and the panic
+        // goes on: the scope raises it.)
+        let panicked = || DecodeError::corrupt("the decoder panicked");
+        std::thread::scope(|scope| {
             for _ in 1..threads {
-                scope.spawn(|| {
-                    loop {
-                        let mut st = shared.lock();
-                        let (i, buf) = loop {
-                            if st.failed || st.claimed == sizes.len() {
-                                return;
-                            }
-                            if let Some(c) = window.claim(&mut st) {
-                                break c;
-                            }
-                            st = shared.wait(st);
-                        };
-                        drop(st);
-                        decode_one(i, buf);
-                    }
-                });
+                scope.spawn(|| work.help(&region, panicked));
             }
-            // On any return, the helpers stop at their next claim.
-            let stop = Stop(&shared);
-            for (i, &len) in sizes.iter().enumerate() {
-                let decoded = loop {
-                    let mut st = shared.lock();
-                    if let Some(r) = st.decoded[i].take() {
-                        break r;
-                    }
-                    match window.claim(&mut st) {
-                        Some((j, buf)) => {
-                            drop(st);
-                            decode_one(j, buf);
-                        }
-                        None => drop(shared.wait(st)),
-                    }
-                };
-                done(decoded?)?;
-                let mut st = shared.lock();
-                st.handed = i + 1;
-                st.in_flight -= len;
-                shared.changed.notify_all();
-            }
-            drop(stop);
-            Ok(())
+            work.hand_out(&region, panicked, |_, buf| done(buf))
         })
-    }
-}
-
-/// How far ahead of the region handed out last decoding may run: in
-/// bytes and in regions.
-struct Window<'a> {
-    bytes: u64,
-    regions: usize,
-    sizes: &'a [u64],
-}
-
-impl Window<'_> {
-    /// The next region to decode and its buffer, if the window allows one
-    /// more (always one, however large, when none is in flight).
-    fn claim<B, N: FnMut(usize) -> B>(&self, st: &mut Claims<B, N>) -> Option<(usize, B)> {
-        let i = st.claimed;
-        let len = *self.sizes.get(i)?;
-        let full = st.in_flight + len > self.bytes || i - st.handed >= self.regions;
-        if st.failed || (st.in_flight > 0 && full) {
-            return None;
-        }
-        st.claimed += 1;
-        st.in_flight += len;
-        Some((i, (st.next)(len as usize)))
-    }
-}
-
-/// What the threads of [`Archive::decode_regions`] share.
-struct Claims<B, N> {
-    /// Gives each region its buffer, in order.
-    next: N,
-    /// Regions claimed (the next one to claim).
-    claimed: usize,
-    /// Regions handed to `done`.
-    handed: usize,
-    /// Bytes of regions claimed and not yet handed.
-    in_flight: u64,
-    /// A region failed (or `done` did): claim no more.
-    failed: bool,
-    /// Each region's result, until handed.
-    decoded: Vec<Option<Result<B, DecodeError>>>,
-}
-
-struct Shared<B, N> {
-    state: std::sync::Mutex<Claims<B, N>>,
-    changed: std::sync::Condvar,
-}
-
-impl<B, N> Shared<B, N> {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Claims<B, N>> {
-        // A thread that panicked holding the lock left nothing half-done
-        // that matters: the scope re-raises its panic.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn wait<'g>(
-        &self,
-        g: std::sync::MutexGuard<'g, Claims<B, N>>,
-    ) -> std::sync::MutexGuard<'g, Claims<B, N>> {
-        self.changed.wait(g).unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// Marks the decoding failed when dropped (an early return of the
-/// thread that hands regions out), so the helpers stop.
-struct Stop<'a, B, N>(&'a Shared<B, N>);
-
-impl<B, N> Drop for Stop<'_, B, N> {
-    fn drop(&mut self) {
-        let mut st = self.0.lock();
-        st.failed = true;
-        self.0.changed.notify_all();
     }
 }
 

@@ -326,12 +326,11 @@ impl<W: Write> RegionWriter<'_, W> {
 }
 
 /// Code every region and write them in order. With two threads or more,
-/// `threads - 1` of the pool's workers and this thread take regions in
-/// order as they come free, at most [`BATCH_BYTES_PER_THREAD`] bytes of
-/// source and [`REGIONS_AHEAD_PER_THREAD`] regions a thread ahead of the
-/// next region to write (at least one region); this thread writes (and hashes) each region as soon as it is
-/// coded, and codes one itself whenever the next is not ready. No thread
-/// waits on a batch's slowest region. The first error, in order, ends it.
+/// `threads - 1` of the pool's workers and this thread take regions as
+/// they come free ([`crate::ordered`]), at most [`BATCH_BYTES_PER_THREAD`]
+/// bytes of source and [`REGIONS_AHEAD_PER_THREAD`] regions a thread
+/// ahead of the next region to write; this thread writes (and hashes)
+/// each region as soon as it is coded. The first error, in order, ends it.
 fn code_and_write<W: Write>(
     pool: &crate::pool::Workers,
     coder: &RegionCoder<'_, '_>,
@@ -349,144 +348,26 @@ fn code_and_write<W: Write>(
         .iter()
         .map(|&(si, r)| coder.region_len(si, r) * coder.descs[si].dtype.word_bytes() as u64)
         .collect();
-    let (window, most) = (
-        threads as u64 * BATCH_BYTES_PER_THREAD,
-        threads * REGIONS_AHEAD_PER_THREAD,
-    );
-    let shared = Shared {
-        state: std::sync::Mutex::new(Claims {
-            claimed: 0,
-            written: 0,
-            in_flight: 0,
-            failed: false,
-            coded: (0..jobs.len()).map(|_| None).collect(),
-        }),
-        changed: std::sync::Condvar::new(),
+    let ahead = crate::ordered::Ahead {
+        bytes: threads as u64 * BATCH_BYTES_PER_THREAD,
+        items: threads * REGIONS_AHEAD_PER_THREAD,
     };
-    // The next region to code, if the window allows one more (always
-    // one, however large, when none is in flight).
-    let claim = |st: &mut Claims<'_>| -> Option<usize> {
-        let i = st.claimed;
-        let len = *sizes.get(i)?;
-        let full = st.in_flight + len > window || i - st.written >= most;
-        if st.failed || (st.in_flight > 0 && full) {
-            return None;
-        }
-        st.claimed += 1;
-        st.in_flight += len;
-        Some(i)
-    };
-    // Code region `i` and say so. (Should coding panic, the region fails
-    // first, so that no thread waits for it forever, and the panic goes
-    // on: the scope raises it.)
-    let code_one = |i: usize| {
+    let work = crate::ordered::InOrder::new(&sizes, ahead, |_| ());
+    let code = |i: usize, ()| {
         let (si, r) = jobs[i];
-        let c = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| coder.code(si, r)));
-        let mut st = shared.lock();
-        let (c, panic) = match c {
-            Ok(c) => (c, None),
-            Err(p) => (
-                Err(EncodeError::SelfCheck("the encoder panicked".into())),
-                Some(p),
-            ),
-        };
-        st.failed |= c.is_err();
-        st.coded[i] = Some(c);
-        shared.changed.notify_all();
-        drop(st);
-        if let Some(panic) = panic {
-            std::panic::resume_unwind(panic);
-        }
+        coder.code(si, r)
     };
+    // (Should coding panic, the region fails first and the panic goes
+    // on: the scope raises it.)
+    let panicked = || EncodeError::SelfCheck("the encoder panicked".into());
+    // The helpers are the pool's workers: every read of the source is on
+    // a thread of the pool.
     pool.in_place_scope(|scope| {
         for _ in 1..threads {
-            scope.spawn(|_| {
-                loop {
-                    let mut st = shared.lock();
-                    let i = loop {
-                        if st.failed || st.claimed == sizes.len() {
-                            return;
-                        }
-                        if let Some(i) = claim(&mut st) {
-                            break i;
-                        }
-                        st = shared.wait(st);
-                    };
-                    drop(st);
-                    code_one(i);
-                }
-            });
+            scope.spawn(|_| work.help(&code, panicked));
         }
-        // On any return, the helpers stop at their next claim.
-        let _stop = Stop(&shared);
-        for (i, &job) in jobs.iter().enumerate() {
-            let coded = loop {
-                let mut st = shared.lock();
-                if let Some(c) = st.coded[i].take() {
-                    break c;
-                }
-                match claim(&mut st) {
-                    Some(j) => {
-                        drop(st);
-                        code_one(j);
-                    }
-                    None => drop(shared.wait(st)),
-                }
-            };
-            writer.write_one(job, coded?)?;
-            let mut st = shared.lock();
-            st.written = i + 1;
-            st.in_flight -= sizes[i];
-            shared.changed.notify_all();
-        }
-        Ok(())
+        work.hand_out(&code, panicked, |i, coded| writer.write_one(jobs[i], coded))
     })
-}
-
-/// What the threads of [`code_and_write`] share.
-struct Claims<'s> {
-    /// Regions claimed (the next one to claim).
-    claimed: usize,
-    /// Regions written.
-    written: usize,
-    /// Source bytes of regions claimed and not yet written.
-    in_flight: u64,
-    /// A region failed (or writing did): claim no more.
-    failed: bool,
-    /// Each region's result, until written.
-    coded: Vec<Option<Result<CodedRegion<'s>, EncodeError>>>,
-}
-
-struct Shared<'s> {
-    state: std::sync::Mutex<Claims<'s>>,
-    changed: std::sync::Condvar,
-}
-
-impl<'s> Shared<'s> {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Claims<'s>> {
-        // A thread that panicked holding the lock left nothing half-done
-        // that matters: the scope re-raises its panic.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn wait<'g>(
-        &self,
-        g: std::sync::MutexGuard<'g, Claims<'s>>,
-    ) -> std::sync::MutexGuard<'g, Claims<'s>> {
-        self.changed.wait(g).unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// Marks the coding failed when dropped (an early return of the thread
-/// that writes), so the helpers stop.
-struct Stop<'a, 's>(&'a Shared<'s>);
-
-impl Drop for Stop<'_, '_> {
-    fn drop(&mut self) {
-        let mut st = self.0.lock();
-        st.failed = true;
-        self.0.changed.notify_all();
-    }
 }
 
 /// Write the segment table after the bodies, then the preamble over the
