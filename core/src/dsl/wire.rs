@@ -75,19 +75,19 @@ struct Streamed<'w, W: ?Sized> {
 }
 
 impl<W: std::io::Write + ?Sized> Streamed<'_, W> {
-    fn put(&mut self, b: &[u8]) {
-        if self.failed.is_none()
-            && let Err(e) = self.w.write_all(b)
-        {
-            self.failed = Some(e);
-        }
-    }
-
+    /// Write the fields gathered so far.
     fn flush(&mut self) {
-        let fields = std::mem::take(&mut self.fields);
-        self.put(&fields);
-        self.fields = fields;
+        put(self.w, &mut self.failed, &self.fields);
         self.fields.clear();
+    }
+}
+
+/// `b` written to `w`, unless an earlier write failed; the first failure kept.
+fn put<W: std::io::Write + ?Sized>(w: &mut W, failed: &mut Option<std::io::Error>, b: &[u8]) {
+    if failed.is_none()
+        && let Err(e) = w.write_all(b)
+    {
+        *failed = Some(e);
     }
 }
 
@@ -98,7 +98,7 @@ impl<W: std::io::Write + ?Sized> WireOut for Streamed<'_, W> {
 
     fn payload(&mut self, p: &[u8]) {
         self.flush();
-        self.put(p);
+        put(self.w, &mut self.failed, p);
     }
 }
 

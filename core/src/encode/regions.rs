@@ -118,9 +118,9 @@ pub(super) fn encode_segments<W: Write + Seek>(
         .collect();
     opts.progress.finish();
     assert_eq!(sha_at, len, "regions tile the file");
-    let sha256: [u8; 32] = match (file_sha, opts.source_sha256) {
-        (Some(sha), _) => sha.finalize().into(),
-        (None, known) => known.expect("hashed unless known"),
+    let sha256: [u8; 32] = match file_sha {
+        Some(sha) => sha.finalize().into(),
+        None => opts.source_sha256.expect("hashed unless given"),
     };
     let table_len = finish_archive(out, &segments, len, sha256, body_pos)?;
     Ok(CompressReport {
